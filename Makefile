@@ -1,0 +1,39 @@
+# jetqueue — build, test, benchmark, lint every module of the workspace.
+MODULES := libs cmd/jqctl
+GO ?= go
+FUZZTIME ?= 10s
+BIN := bin
+
+.PHONY: build test unit conformance fuzz bench lint fmt vet
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
+	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
+
+## test: everything CI runs — lint, unit and property tests, every conformance
+## scenario through `jqctl simulate`, and a short fuzz of the decoder.
+test: lint unit fuzz
+
+unit:
+	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+
+## conformance: every scenario in conformance/ through `jqctl simulate` (also part of unit).
+conformance:
+	cd cmd/jqctl && $(GO) test -count=1 -run 'TestConformance' -v . | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok)' 
+
+fuzz:
+	cd libs && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./api
+
+bench:
+	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler
+
+lint: fmt vet
+	cd libs && $(GO) test -count=1 ./purity
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

@@ -1,0 +1,467 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+	goyaml "sigs.k8s.io/yaml/goyaml.v2"
+)
+
+// Decode parses one or many documents: YAML separated by "---" lines, a
+// single JSON object, a JSON (or YAML) array of objects, or a `kind: List`
+// with items. Decoding is strict: an unknown or duplicate field is an error
+// naming its path. Empty documents are skipped. apiVersion+kind select the
+// type; a kind outside jetqueue's scope is an error matching
+// ErrUnsupportedKind, a known kind under another apiVersion an error on
+// "apiVersion". Every decoded object is passed through Default; nothing is
+// validated (call Validate).
+//
+// All documents are decoded even when some fail. The objects returned next to
+// a non-nil error are the documents that decoded cleanly, in input order, so
+// a caller may, for example, ignore documents whose only problem is
+// ErrUnsupportedKind; a caller wanting all-or-nothing discards them.
+func Decode(data []byte) ([]Object, error) {
+	var d decoder
+	if trimmed := bytes.TrimSpace(data); isJSON(trimmed) {
+		d.document(1, trimmed)
+	} else {
+		for i, doc := range splitYAML(data) {
+			d.yamlDocument(i+1, doc)
+		}
+	}
+	return d.objs, d.errs.orNil()
+}
+
+type decoder struct {
+	objs []Object
+	errs Errors
+}
+
+func isJSON(b []byte) bool {
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[') && json.Valid(b)
+}
+
+// splitYAML cuts at lines that consist of "---", optionally followed by
+// blanks or a comment, the same separators kubectl accepts.
+func splitYAML(data []byte) [][]byte {
+	var docs [][]byte
+	start := 0
+	for pos := 0; pos < len(data); {
+		end := bytes.IndexByte(data[pos:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = pos + end + 1
+		}
+		line := bytes.TrimRight(data[pos:next], "\r\n")
+		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
+			rest = bytes.TrimSpace(rest)
+			if len(rest) == 0 || rest[0] == '#' {
+				docs = append(docs, data[start:pos])
+				start = next
+			}
+		}
+		pos = next
+	}
+	return append(docs, data[start:])
+}
+
+func (d *decoder) fail(object, fld, msg string) {
+	d.errs = append(d.errs, FieldError{Object: object, Field: fld, Message: msg})
+}
+
+func (d *decoder) yamlDocument(n int, doc []byte) {
+	js, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		where := fmt.Sprintf("document %d", n)
+		if path := duplicateKeyPath(doc); path != "" {
+			d.fail(where, path, fmt.Sprintf("%s: duplicate field %q", where, path))
+			return
+		}
+		d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+		return
+	}
+	d.document(n, js)
+}
+
+// document handles one top-level JSON value: nothing, an object or a list.
+func (d *decoder) document(n int, js []byte) {
+	where := fmt.Sprintf("document %d", n)
+	js = bytes.TrimSpace(js)
+	switch {
+	case len(js) == 0 || string(js) == "null":
+		return
+	case js[0] == '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(js, &items); err != nil {
+			d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+			return
+		}
+		d.items(where, items)
+	case js[0] == '{':
+		d.object(where, js, true)
+	default:
+		d.fail(where, "", where+": must be an object with apiVersion and kind")
+	}
+}
+
+func (d *decoder) items(where string, items []json.RawMessage) {
+	for i, item := range items {
+		item = bytes.TrimSpace(item)
+		w := fmt.Sprintf("%s, items[%d]", where, i)
+		if len(item) == 0 || item[0] != '{' {
+			d.fail(w, "", w+": must be an object with apiVersion and kind")
+			continue
+		}
+		d.object(w, item, false)
+	}
+}
+
+// head is what is known of a document before its type is chosen.
+type head struct {
+	apiVersion, kind         string
+	name, namespace, genName string
+}
+
+func (h head) ref(where string) string {
+	if h.kind == "" {
+		return where
+	}
+	name := h.name
+	if name == "" {
+		name = h.genName
+	}
+	if name == "" {
+		return h.kind
+	}
+	if h.namespace != "" {
+		return h.kind + "/" + h.namespace + "/" + name
+	}
+	return h.kind + "/" + name
+}
+
+func readHead(js []byte) (head, map[string]json.RawMessage, error) {
+	var h head
+	var top map[string]json.RawMessage
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &top); err != nil {
+		return h, nil, err
+	}
+	var md struct {
+		Name         string `json:"name"`
+		Namespace    string `json:"namespace"`
+		GenerateName string `json:"generateName"`
+	}
+	// Best effort: a malformed metadata is reported by the strict decode.
+	_ = sigsjson.UnmarshalCaseSensitivePreserveInts(top["metadata"], &md)
+	h.name, h.namespace, h.genName = md.Name, md.Namespace, md.GenerateName
+	return h, top, nil
+}
+
+func stringField(top map[string]json.RawMessage, key string) (string, bool) {
+	raw, ok := top[key]
+	if !ok {
+		return "", true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func (d *decoder) object(where string, js []byte, allowList bool) {
+	h, top, err := readHead(js)
+	if err != nil {
+		d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+		return
+	}
+	var ok1, ok2 bool
+	h.apiVersion, ok1 = stringField(top, "apiVersion")
+	h.kind, ok2 = stringField(top, "kind")
+	switch {
+	case !ok1:
+		d.fail(where, "apiVersion", where+": must be a string")
+		return
+	case !ok2:
+		d.fail(where, "kind", where+": must be a string")
+		return
+	case h.kind == "":
+		d.fail(where, "kind", where+": Required value")
+		return
+	}
+	ref := h.ref(where)
+	if h.kind == "List" {
+		d.list(where, ref, h, js, allowList)
+		return
+	}
+	want, known := kindAPIVersion[h.kind]
+	if !known {
+		d.fail(ref, "kind", fmt.Sprintf("%s: %s %q (apiVersion %q) is not handled by jetqueue; it accepts %s",
+			where, ErrUnsupportedKind, h.kind, h.apiVersion, strings.Join(supportedKinds, ", ")))
+		return
+	}
+	if h.apiVersion == "" {
+		d.fail(ref, "apiVersion", where+": Required value")
+		return
+	}
+	if h.apiVersion != want {
+		d.fail(ref, "apiVersion", fmt.Sprintf("%s: Unsupported value: %q: supported values: %q (for kind %s)",
+			where, h.apiVersion, want, h.kind))
+		return
+	}
+	obj := newObject(h.kind)
+	strict, err := sigsjson.UnmarshalStrict(js, obj)
+	if err != nil {
+		fld := locateDecodeError(reflect.TypeOf(obj), js)
+		d.fail(ref, fld, fmt.Sprintf("%s: %v", where, err))
+		return
+	}
+	if len(strict) > 0 {
+		for _, se := range strict {
+			fld := ""
+			if fe, ok := se.(sigsjson.FieldError); ok {
+				fld = fe.FieldPath()
+			}
+			msg := fmt.Sprintf("%s: %v", where, se)
+			if h.kind == KindConfiguration && strings.HasPrefix(se.Error(), "unknown field") {
+				msg += "; jetqueue implements only waitForPodsReady of Kueue's Configuration"
+			}
+			d.fail(ref, fld, msg)
+		}
+		return
+	}
+	Default(obj)
+	d.objs = append(d.objs, obj)
+}
+
+func (d *decoder) list(where, ref string, h head, js []byte, allowList bool) {
+	if !allowList {
+		d.fail(ref, "kind", where+": a List may not be nested in a List")
+		return
+	}
+	if h.apiVersion != "" && h.apiVersion != "v1" {
+		d.fail(ref, "apiVersion", fmt.Sprintf("%s: Unsupported value: %q: supported values: \"v1\" (for kind List)", where, h.apiVersion))
+		return
+	}
+	var l struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Metadata   json.RawMessage   `json:"metadata"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, &l)
+	if err == nil && len(strict) > 0 {
+		err = strict[0]
+	}
+	if err != nil {
+		d.fail(ref, "", fmt.Sprintf("%s: %v", where, err))
+		return
+	}
+	d.items(where, l.Items)
+}
+
+var kindAPIVersion = map[string]string{
+	KindResourceFlavor:        KueueAPIVersion,
+	KindClusterQueue:          KueueAPIVersion,
+	KindLocalQueue:            KueueAPIVersion,
+	KindWorkloadPriorityClass: KueueAPIVersion,
+	KindWorkload:              KueueAPIVersion,
+	KindPriorityClass:         SchedulingAPIVersion,
+	KindJob:                   BatchAPIVersion,
+	KindConfiguration:         ConfigAPIVersion,
+}
+
+var supportedKinds = func() []string {
+	var out []string
+	for k, v := range kindAPIVersion {
+		out = append(out, v+" "+k)
+	}
+	sort.Strings(out)
+	return out
+}()
+
+func newObject(kind string) Object {
+	switch kind {
+	case KindResourceFlavor:
+		return &ResourceFlavor{}
+	case KindClusterQueue:
+		return &ClusterQueue{}
+	case KindLocalQueue:
+		return &LocalQueue{}
+	case KindWorkloadPriorityClass:
+		return &WorkloadPriorityClass{}
+	case KindWorkload:
+		return &Workload{}
+	case KindPriorityClass:
+		return &PriorityClass{}
+	case KindJob:
+		return &Job{}
+	case KindConfiguration:
+		return &Configuration{}
+	}
+	return nil
+}
+
+// duplicateKeyPath finds the first mapping key that appears twice, for the
+// YAML decoder only reports a line number. yaml.v2 keeps duplicates when
+// decoding into MapSlice.
+func duplicateKeyPath(doc []byte) string {
+	var root goyaml.MapSlice
+	if goyaml.Unmarshal(doc, &root) != nil {
+		return ""
+	}
+	return findDuplicate(root, nil)
+}
+
+func findDuplicate(v interface{}, path *field.Path) string {
+	switch t := v.(type) {
+	case goyaml.MapSlice:
+		seen := map[string]bool{}
+		for _, item := range t {
+			key := fmt.Sprint(item.Key)
+			var p *field.Path
+			if path == nil {
+				p = field.NewPath(key)
+			} else {
+				p = path.Child(key)
+			}
+			if seen[key] {
+				return p.String()
+			}
+			seen[key] = true
+			if dup := findDuplicate(item.Value, p); dup != "" {
+				return dup
+			}
+		}
+	case []interface{}:
+		for i, e := range t {
+			if dup := findDuplicate(e, path.Index(i)); dup != "" {
+				return dup
+			}
+		}
+	}
+	return ""
+}
+
+// locateDecodeError finds the deepest field whose value alone fails to decode
+// into its Go type, because errors raised by UnmarshalJSON methods (a bad
+// Quantity or Duration, say) carry no path. It returns "" when it cannot tell.
+func locateDecodeError(t reflect.Type, js []byte) string {
+	var v interface{}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(js, &v) != nil {
+		return ""
+	}
+	return locate(t, v, "", 0)
+}
+
+func decodesInto(t reflect.Type, v interface{}) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(b, reflect.New(t).Interface()) == nil
+}
+
+func joinPath(base, key string) string {
+	if base == "" {
+		return key
+	}
+	return base + "." + key
+}
+
+func locate(t reflect.Type, v interface{}, path string, depth int) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if depth > 64 {
+		return path
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]interface{})
+		if !ok {
+			return path
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if ok && !decodesInto(ft, obj[k]) {
+				return locate(ft, obj[k], joinPath(path, k), depth+1)
+			}
+		}
+	case reflect.Slice:
+		arr, ok := v.([]interface{})
+		if !ok {
+			return path
+		}
+		for i, e := range arr {
+			if !decodesInto(t.Elem(), e) {
+				return locate(t.Elem(), e, path+"["+strconv.Itoa(i)+"]", depth+1)
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]interface{})
+		if !ok {
+			return path
+		}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !decodesInto(t.Elem(), obj[k]) {
+				return locate(t.Elem(), obj[k], path+"["+k+"]", depth+1)
+			}
+		}
+	}
+	return path
+}
+
+// jsonFields maps JSON names to field types, flattening embedded structs the
+// way encoding/json does (TypeMeta and ObjectMeta's inline members).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					if _, dup := out[k]; !dup {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}

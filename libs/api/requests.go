@@ -1,0 +1,131 @@
+package api
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// PodRequests returns the per-pod request of a pod spec as Kueue computes it
+// (pkg/workload AdjustResources + pkg/util/limitrange TotalRequests, v0.6.3):
+//
+//   - a container's missing request takes its limit;
+//   - per resource, max(largest init-container request, sum of containers) +
+//     spec.overhead, with v0.6.3's sidecar rule: restartable init containers
+//     (restartPolicy Always) are added to the containers' sum and to every
+//     later init container's request;
+//   - cpu in milli-units, every other resource Quantity.Value() (fractions
+//     round up), after summing, so two 0.5 GPUs count as 1, not 2.
+//
+// Not modelled: LimitRange defaults and RuntimeClass overheads (jetqueue has
+// neither object). No "pods" entry is returned (the scheduler adds
+// pods=count itself); zero and negative totals are omitted.
+func PodRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
+	if spec == nil {
+		return map[corev1.ResourceName]int64{}
+	}
+	main := corev1.ResourceList{}
+	for i := range spec.Containers {
+		addTo(main, effectiveRequests(&spec.Containers[i]))
+	}
+	maxInit := corev1.ResourceList{}
+	sidecars := corev1.ResourceList{}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		req := effectiveRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			addTo(sidecars, req)
+			continue
+		}
+		use := corev1.ResourceList{}
+		addTo(use, req)
+		addTo(use, sidecars)
+		for name, q := range use {
+			if cur, ok := maxInit[name]; !ok || q.Cmp(cur) > 0 {
+				maxInit[name] = q
+			}
+		}
+	}
+	total := corev1.ResourceList{}
+	addTo(total, main)
+	addTo(total, sidecars)
+	for name, q := range maxInit {
+		if cur, ok := total[name]; !ok || q.Cmp(cur) > 0 {
+			total[name] = q
+		}
+	}
+	addTo(total, spec.Overhead)
+
+	out := make(map[corev1.ResourceName]int64, len(total))
+	for name, q := range total {
+		if name == ResourcePods {
+			continue
+		}
+		if v := ResourceValue(name, q); v > 0 {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// ResourceValue converts a quantity to Kueue's integer unit for the resource:
+// milli-units for cpu, Value() (rounded up) otherwise.
+func ResourceValue(name corev1.ResourceName, q resource.Quantity) int64 {
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+func effectiveRequests(c *corev1.Container) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, q := range c.Resources.Limits {
+		out[name] = q.DeepCopy()
+	}
+	for name, q := range c.Resources.Requests {
+		out[name] = q.DeepCopy()
+	}
+	return out
+}
+
+func addTo(dst, src corev1.ResourceList) {
+	for name, q := range src {
+		cur := dst[name].DeepCopy()
+		cur.Add(q)
+		dst[name] = cur
+	}
+}
+
+// RequestsExceedLimits reports the first container (init containers first, as
+// Kueue's scheduler checks them) whose explicit request of some resource is
+// larger than its limit; Kueue leaves such a workload pending for ever with
+// "resource validation failed". field is relative to the pod spec, e.g.
+// "containers[1]"; msg lists the resources in name order, e.g.
+// "requests exceed limits for cpu, memory". bad is false when all is well.
+func RequestsExceedLimits(spec *corev1.PodSpec) (field, msg string, bad bool) {
+	if spec == nil {
+		return "", "", false
+	}
+	for _, group := range []struct {
+		name string
+		cs   []corev1.Container
+	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
+		for i := range group.cs {
+			r := &group.cs[i].Resources
+			var over []string
+			for name, req := range r.Requests {
+				if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+					over = append(over, string(name))
+				}
+			}
+			if len(over) > 0 {
+				sort.Strings(over)
+				return fmt.Sprintf("%s[%d]", group.name, i), "requests exceed limits for " + strings.Join(over, ", "), true
+			}
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,546 @@
+package api
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Detail texts shared with Kueue's webhooks, so messages match what a Kueue
+// user sees from kubectl.
+const (
+	isNegativeMsg     = "must be greater than or equal to 0"
+	limitIsEmptyMsg   = "must be nil when cohort is empty"
+	lendingLimitMsg   = "must be less than or equal to the nominalQuota"
+	podsReservedMsg   = "the key is reserved for internal kueue use"
+	notPositiveMsg    = "must be greater than 0"
+	maxRFItems        = 8  // ResourceFlavor nodeLabels / nodeTaints / tolerations (CRD)
+	maxCQItems        = 16 // resourceGroups, coveredResources, flavors (CRD)
+	maxPodSets        = 8  // Workload podSets (CRD)
+	highestUserPrio   = 1000000000
+	systemClassPrefix = "system-"
+)
+
+// Validate applies Kueue's webhook and CRD-schema validation (and the
+// Kubernetes rules for PriorityClass and the parts of Job that matter to
+// Kueue), plus a few checks a careful system needs. It returns Errors, each
+// naming the object and the field path, or nil. Validate expects a defaulted
+// object (Decode defaults); on an undefaulted ClusterQueue an empty
+// queueingStrategy is reported as unsupported. It never mutates obj.
+func Validate(obj Object) error {
+	ref := ObjectRef(obj)
+	if isNilObject(obj) {
+		return Errors{{Object: ref, Message: "object is nil"}}
+	}
+	var errs field.ErrorList
+	switch o := obj.(type) {
+	case *ResourceFlavor:
+		errs = append(validateMeta(&o.ObjectMeta, false, false), validateResourceFlavor(o)...)
+	case *ClusterQueue:
+		errs = append(validateMeta(&o.ObjectMeta, false, false), validateClusterQueue(o)...)
+	case *LocalQueue:
+		errs = append(validateMeta(&o.ObjectMeta, true, false), validateLocalQueue(o)...)
+	case *WorkloadPriorityClass:
+		errs = validateMeta(&o.ObjectMeta, false, false)
+	case *PriorityClass:
+		errs = append(validateMeta(&o.ObjectMeta, false, false), validatePriorityClass(o)...)
+	case *Workload:
+		errs = append(validateMeta(&o.ObjectMeta, true, true), validateWorkload(o)...)
+	case *Job:
+		errs = append(validateMeta(&o.ObjectMeta, true, true), validateJob(o)...)
+	case *Configuration:
+		errs = validateConfiguration(o)
+	default:
+		return Errors{{Object: ref, Field: "kind", Message: fmt.Sprintf("%s %s is not handled by jetqueue", ErrUnsupportedKind, kindOf(obj))}}
+	}
+	return fromFieldErrors(ref, errs).orNil()
+}
+
+// validateMeta: names are DNS-1123 subdomains as for any Kubernetes object.
+// Only submitted objects (Workload, Job) may rely on generateName; the
+// configuration kinds are applied by name, so theirs is required.
+func validateMeta(m *metav1.ObjectMeta, namespaced, generateNameOK bool) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("metadata")
+	if m.GenerateName != "" {
+		if !generateNameOK {
+			errs = append(errs, field.Forbidden(p.Child("generateName"), "not supported for this kind; set metadata.name"))
+		} else {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(m.GenerateName, true) {
+				errs = append(errs, field.Invalid(p.Child("generateName"), m.GenerateName, msg))
+			}
+		}
+	}
+	switch {
+	case m.Name != "":
+		errs = append(errs, dnsSubdomain(m.Name, p.Child("name"))...)
+	case !generateNameOK || m.GenerateName == "":
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	if namespaced {
+		if m.Namespace == "" {
+			errs = append(errs, field.Required(p.Child("namespace"), ""))
+		}
+		for _, msg := range validation.IsDNS1123Label(m.Namespace) {
+			if m.Namespace != "" {
+				errs = append(errs, field.Invalid(p.Child("namespace"), m.Namespace, msg))
+			}
+		}
+	} else if m.Namespace != "" {
+		errs = append(errs, field.Forbidden(p.Child("namespace"), "not allowed on this type"))
+	}
+	errs = append(errs, validateLabels(m.Labels, p.Child("labels"))...)
+	for _, k := range sortedKeys(m.Annotations) {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, msg))
+		}
+	}
+	if err := apivalidation.ValidateAnnotationsSize(m.Annotations); err != nil {
+		errs = append(errs, field.TooLong(p.Child("annotations"), "", apivalidation.TotalAnnotationSizeLimitB))
+	}
+	return errs
+}
+
+// validateLabels is metav1 validation with a deterministic order and the
+// offending key in the path.
+func validateLabels(labels map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(labels) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			errs = append(errs, field.Invalid(p.Key(k), labels[k], msg))
+		}
+	}
+	return errs
+}
+
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func dnsSubdomain(name string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	return errs
+}
+
+// nameReference is Kueue's validateNameReference with an explicit "Required"
+// for the empty string, which Kueue reports as a regex mismatch.
+func nameReference(name string, p *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	return dnsSubdomain(name, p)
+}
+
+func oneOf[T ~string](v T, p *field.Path, allowed ...T) field.ErrorList {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, string(v), allowed)}
+}
+
+func nonNegative(q resource.Quantity, p *field.Path) field.ErrorList {
+	if q.Sign() < 0 {
+		return field.ErrorList{field.Invalid(p, q.String(), isNegativeMsg)}
+	}
+	return nil
+}
+
+func validateResourceFlavor(rf *ResourceFlavor) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec")
+	if n := len(rf.Spec.NodeLabels); n > maxRFItems {
+		errs = append(errs, field.TooMany(p.Child("nodeLabels"), n, maxRFItems))
+	}
+	errs = append(errs, validateLabels(rf.Spec.NodeLabels, p.Child("nodeLabels"))...)
+	if n := len(rf.Spec.NodeTaints); n > maxRFItems {
+		errs = append(errs, field.TooMany(p.Child("nodeTaints"), n, maxRFItems))
+	}
+	errs = append(errs, validateTaints(rf.Spec.NodeTaints, p.Child("nodeTaints"))...)
+	if n := len(rf.Spec.Tolerations); n > maxRFItems {
+		errs = append(errs, field.TooMany(p.Child("tolerations"), n, maxRFItems))
+	}
+	errs = append(errs, validateTolerations(rf.Spec.Tolerations, p.Child("tolerations"))...)
+	return errs
+}
+
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
+
+func validateTaints(taints []corev1.Taint, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	type keyEffect struct {
+		key    string
+		effect corev1.TaintEffect
+	}
+	seen := map[keyEffect]bool{}
+	for i, t := range taints {
+		ip := p.Index(i)
+		errs = append(errs, metavalidation.ValidateLabelName(t.Key, ip.Child("key"))...)
+		if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(ip.Child("value"), t.Value, strings.Join(msgs, ";")))
+		}
+		if t.Effect == "" {
+			errs = append(errs, field.Required(ip.Child("effect"), ""))
+		} else {
+			errs = append(errs, oneOf(t.Effect, ip.Child("effect"), taintEffects...)...)
+		}
+		ke := keyEffect{t.Key, t.Effect}
+		if seen[ke] {
+			e := field.Duplicate(ip, t.Key+":"+string(t.Effect))
+			e.Detail = "taints must be unique by key and effect pair"
+			errs = append(errs, e)
+		}
+		seen[ke] = true
+	}
+	return errs
+}
+
+func validateTolerations(tols []corev1.Toleration, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range tols {
+		ip := p.Index(i)
+		if t.Key != "" {
+			errs = append(errs, metavalidation.ValidateLabelName(t.Key, ip.Child("key"))...)
+		}
+		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+			errs = append(errs, field.Invalid(ip.Child("operator"), string(t.Operator),
+				"operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
+		}
+		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+			errs = append(errs, field.Invalid(ip.Child("effect"), string(t.Effect), "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+		}
+		switch t.Operator {
+		case corev1.TolerationOpEqual, "":
+			if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(ip.Child("value"), t.Value, strings.Join(msgs, ";")))
+			}
+		case corev1.TolerationOpExists:
+			if t.Value != "" {
+				errs = append(errs, field.Invalid(ip.Child("value"), t.Value, "value must be empty when `operator` is 'Exists'"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(ip.Child("operator"), string(t.Operator),
+				[]corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}))
+		}
+		if t.Effect != "" {
+			errs = append(errs, oneOf(t.Effect, ip.Child("effect"), taintEffects...)...)
+		}
+	}
+	return errs
+}
+
+func validateClusterQueue(cq *ClusterQueue) field.ErrorList {
+	var errs field.ErrorList
+	s := &cq.Spec
+	p := field.NewPath("spec")
+	if s.Cohort != "" {
+		errs = append(errs, dnsSubdomain(s.Cohort, p.Child("cohort"))...)
+	}
+	errs = append(errs, oneOf(s.QueueingStrategy, p.Child("queueingStrategy"), StrictFIFO, BestEffortFIFO)...)
+	errs = append(errs, validateResourceGroups(s.ResourceGroups, s.Cohort, p.Child("resourceGroups"))...)
+	errs = append(errs, validateNamespaceSelector(s.NamespaceSelector, p.Child("namespaceSelector"))...)
+	if pr := s.Preemption; pr != nil {
+		pp := p.Child("preemption")
+		errs = append(errs, oneOf(pr.WithinClusterQueue, pp.Child("withinClusterQueue"),
+			PreemptionNever, PreemptionLowerPriority, PreemptionLowerOrNewerEqualPriority)...)
+		errs = append(errs, oneOf(pr.ReclaimWithinCohort, pp.Child("reclaimWithinCohort"),
+			PreemptionNever, PreemptionLowerPriority, PreemptionAny)...)
+		if b := pr.BorrowWithinCohort; b != nil {
+			errs = append(errs, oneOf(b.Policy, pp.Child("borrowWithinCohort", "policy"),
+				BorrowWithinCohortNever, BorrowWithinCohortLowerPriority)...)
+			if pr.ReclaimWithinCohort == PreemptionNever && b.Policy != BorrowWithinCohortNever {
+				errs = append(errs, field.Invalid(pp, field.OmitValueType{},
+					"reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"))
+			}
+		}
+	}
+	if ff := s.FlavorFungibility; ff != nil {
+		fp := p.Child("flavorFungibility")
+		errs = append(errs, oneOf(ff.WhenCanBorrow, fp.Child("whenCanBorrow"), FungibilityBorrow, FungibilityTryNextFlavor)...)
+		errs = append(errs, oneOf(ff.WhenCanPreempt, fp.Child("whenCanPreempt"), FungibilityPreempt, FungibilityTryNextFlavor)...)
+	}
+	if s.StopPolicy != nil {
+		errs = append(errs, oneOf(*s.StopPolicy, p.Child("stopPolicy"), StopPolicyNone, StopPolicyHold, StopPolicyHoldAndDrain)...)
+	}
+	if len(s.AdmissionChecks) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("admissionChecks"), "admission checks are not supported by jetqueue"))
+	}
+	return errs
+}
+
+func validateNamespaceSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList {
+	errs := metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, p)
+	if len(errs) == 0 && sel != nil {
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateResourceGroups(groups []ResourceGroup, cohort string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(groups) > maxCQItems {
+		errs = append(errs, field.TooMany(p, len(groups), maxCQItems))
+	}
+	seenResources := map[corev1.ResourceName]bool{}
+	seenFlavors := map[string]bool{}
+	for i, rg := range groups {
+		gp := p.Index(i)
+		cp := gp.Child("coveredResources")
+		switch n := len(rg.CoveredResources); {
+		case n == 0:
+			errs = append(errs, field.Required(cp, ""))
+		case n > maxCQItems:
+			errs = append(errs, field.TooMany(cp, n, maxCQItems))
+		}
+		for j, name := range rg.CoveredResources {
+			for _, msg := range validation.IsQualifiedName(string(name)) {
+				errs = append(errs, field.Invalid(cp.Index(j), string(name), msg))
+			}
+			if seenResources[name] {
+				errs = append(errs, field.Duplicate(cp.Index(j), string(name)))
+			}
+			seenResources[name] = true
+		}
+		fp := gp.Child("flavors")
+		switch n := len(rg.Flavors); {
+		case n == 0:
+			errs = append(errs, field.Required(fp, ""))
+		case n > maxCQItems:
+			errs = append(errs, field.TooMany(fp, n, maxCQItems))
+		}
+		for j, fq := range rg.Flavors {
+			errs = append(errs, validateFlavorQuotas(fq, rg.CoveredResources, cohort, fp.Index(j))...)
+			if seenFlavors[fq.Name] {
+				errs = append(errs, field.Duplicate(fp.Index(j).Child("name"), fq.Name))
+			}
+			seenFlavors[fq.Name] = true
+		}
+	}
+	return errs
+}
+
+func validateFlavorQuotas(fq FlavorQuotas, covered []corev1.ResourceName, cohort string, p *field.Path) field.ErrorList {
+	errs := nameReference(fq.Name, p.Child("name"))
+	rp := p.Child("resources")
+	if len(fq.Resources) != len(covered) {
+		errs = append(errs, field.Invalid(rp, field.OmitValueType{}, "must have the same number of resources as the coveredResources"))
+	}
+	for i, rq := range fq.Resources {
+		if i >= len(covered) {
+			break
+		}
+		qp := rp.Index(i)
+		if rq.Name != covered[i] {
+			errs = append(errs, field.Invalid(qp.Child("name"), string(rq.Name), "must match the name in coveredResources"))
+		}
+		errs = append(errs, nonNegative(rq.NominalQuota, qp.Child("nominalQuota"))...)
+		if rq.BorrowingLimit != nil {
+			lp := qp.Child("borrowingLimit")
+			errs = append(errs, nonNegative(*rq.BorrowingLimit, lp)...)
+			if cohort == "" {
+				errs = append(errs, field.Invalid(lp, rq.BorrowingLimit.String(), limitIsEmptyMsg))
+			}
+		}
+		// jetqueue runs with Kueue's LendingLimit gate on, so these checks
+		// always apply (Kueue skips them while the alpha gate is off).
+		if rq.LendingLimit != nil {
+			lp := qp.Child("lendingLimit")
+			errs = append(errs, nonNegative(*rq.LendingLimit, lp)...)
+			if cohort == "" {
+				errs = append(errs, field.Invalid(lp, rq.LendingLimit.String(), limitIsEmptyMsg))
+			}
+			if rq.LendingLimit.Cmp(rq.NominalQuota) > 0 {
+				errs = append(errs, field.Invalid(lp, rq.LendingLimit.String(), lendingLimitMsg))
+			}
+		}
+	}
+	return errs
+}
+
+func validateLocalQueue(lq *LocalQueue) field.ErrorList {
+	return nameReference(lq.Spec.ClusterQueue, field.NewPath("spec", "clusterQueue"))
+}
+
+// System classes Kubernetes creates itself; a user may re-declare them only
+// with the same values.
+var systemPriorityClasses = map[string]int32{
+	"system-cluster-critical": 2000000000,
+	"system-node-critical":    2000001000,
+}
+
+func validatePriorityClass(pc *PriorityClass) field.ErrorList {
+	var errs field.ErrorList
+	if strings.HasPrefix(pc.Name, systemClassPrefix) {
+		want, known := systemPriorityClasses[pc.Name]
+		var why string
+		switch {
+		case !known:
+			why = fmt.Sprintf("%s is not a known system priority class", pc.Name)
+		case pc.Value != want:
+			why = fmt.Sprintf("value of %s PriorityClass must be %d", pc.Name, want)
+		case pc.GlobalDefault:
+			why = fmt.Sprintf("globalDefault of %s PriorityClass must be false", pc.Name)
+		}
+		if why != "" {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"),
+				"priority class names with '"+systemClassPrefix+"' prefix are reserved for system use only. error: "+why))
+		}
+	} else if pc.Value > highestUserPrio {
+		errs = append(errs, field.Forbidden(field.NewPath("value"), fmt.Sprintf("maximum allowed value of a user defined priority is %d", highestUserPrio)))
+	}
+	if pc.PreemptionPolicy != nil {
+		errs = append(errs, oneOf(*pc.PreemptionPolicy, field.NewPath("preemptionPolicy"), corev1.PreemptLowerPriority, corev1.PreemptNever)...)
+	}
+	return errs
+}
+
+func validateWorkload(wl *Workload) field.ErrorList {
+	var errs field.ErrorList
+	s := &wl.Spec
+	p := field.NewPath("spec")
+	pp := p.Child("podSets")
+	switch n := len(s.PodSets); {
+	case n == 0:
+		errs = append(errs, field.Required(pp, ""))
+	case n > maxPodSets:
+		errs = append(errs, field.TooMany(pp, n, maxPodSets))
+	}
+	names := map[string]bool{}
+	withMinCount := 0
+	for i := range s.PodSets {
+		ps := &s.PodSets[i]
+		ip := pp.Index(i)
+		if ps.Name == "" {
+			errs = append(errs, field.Required(ip.Child("name"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(ps.Name) {
+				errs = append(errs, field.Invalid(ip.Child("name"), ps.Name, msg))
+			}
+			if names[ps.Name] {
+				errs = append(errs, field.Duplicate(ip.Child("name"), ps.Name))
+			}
+			names[ps.Name] = true
+		}
+		if ps.Count < 1 {
+			errs = append(errs, field.Invalid(ip.Child("count"), int64(ps.Count), "must be greater than or equal to 1"))
+		}
+		if ps.MinCount != nil {
+			withMinCount++
+			// Kueue accepts 0 <= minCount <= count; a minCount of 0 would let
+			// partial admission admit no pods at all, so it is refused here.
+			if m := *ps.MinCount; m < 1 || m > ps.Count {
+				errs = append(errs, field.Forbidden(ip.Child("minCount"), fmt.Sprintf("%d should be positive and less or equal to %d", m, ps.Count)))
+			}
+		}
+		errs = append(errs, validatePodSpec(&ps.Template.Spec, ip.Child("template", "spec"))...)
+	}
+	if withMinCount > 1 {
+		errs = append(errs, field.Invalid(pp, int64(withMinCount), "at most one podSet can use minCount"))
+	}
+	if s.PriorityClassName != "" {
+		errs = append(errs, dnsSubdomain(s.PriorityClassName, p.Child("priorityClassName"))...)
+		if s.Priority == nil {
+			errs = append(errs, field.Required(p.Child("priority"), "priority should not be nil when priorityClassName is set"))
+		}
+	}
+	errs = append(errs, oneOf(s.PriorityClassSource, p.Child("priorityClassSource"), "", WorkloadPriorityClassSrc, PodPriorityClassSrc)...)
+	if s.QueueName != "" {
+		errs = append(errs, dnsSubdomain(s.QueueName, p.Child("queueName"))...)
+	}
+	return errs
+}
+
+// validatePodSpec covers what matters for quota: at least one container,
+// non-negative quantities, and no "pods" resource, which the scheduler
+// reserves for its own pod counting (a limit would become a request).
+func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(spec.Containers) == 0 {
+		errs = append(errs, field.Required(p.Child("containers"), ""))
+	}
+	for i := range spec.InitContainers {
+		errs = append(errs, validateContainerResources(&spec.InitContainers[i].Resources, p.Child("initContainers").Index(i).Child("resources"))...)
+	}
+	for i := range spec.Containers {
+		errs = append(errs, validateContainerResources(&spec.Containers[i].Resources, p.Child("containers").Index(i).Child("resources"))...)
+	}
+	for _, name := range sortedKeys(spec.Overhead) {
+		errs = append(errs, nonNegative(spec.Overhead[name], p.Child("overhead").Key(string(name)))...)
+	}
+	return errs
+}
+
+func validateContainerResources(r *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, list := range []struct {
+		name string
+		rl   corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, name := range sortedKeys(list.rl) {
+			kp := p.Child(list.name).Key(string(name))
+			if name == ResourcePods {
+				errs = append(errs, field.Invalid(kp, string(name), podsReservedMsg))
+			}
+			errs = append(errs, nonNegative(list.rl[name], kp)...)
+		}
+	}
+	return errs
+}
+
+func validateConfiguration(c *Configuration) field.ErrorList {
+	w := c.WaitForPodsReady
+	if w == nil {
+		return nil
+	}
+	// Checked even when enable is false (Kueue only checks when enabled):
+	// a value that would be wrong once enabled is better refused now.
+	var errs field.ErrorList
+	p := field.NewPath("waitForPodsReady")
+	if w.Timeout != nil && w.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("timeout"), w.Timeout.Duration.String(), notPositiveMsg))
+	}
+	r := w.RequeuingStrategy
+	if r == nil {
+		return errs
+	}
+	rp := p.Child("requeuingStrategy")
+	if r.Timestamp != nil {
+		errs = append(errs, oneOf(*r.Timestamp, rp.Child("timestamp"), RequeueByCreation, RequeueByEviction)...)
+	}
+	if r.BackoffLimitCount != nil && *r.BackoffLimitCount < 0 {
+		errs = append(errs, field.Invalid(rp.Child("backoffLimitCount"), int64(*r.BackoffLimitCount), isNegativeMsg))
+	}
+	if r.BackoffBaseSeconds != nil && *r.BackoffBaseSeconds <= 0 {
+		errs = append(errs, field.Invalid(rp.Child("backoffBaseSeconds"), int64(*r.BackoffBaseSeconds), notPositiveMsg))
+	}
+	if m := r.BackoffMaxSeconds; m != nil {
+		switch {
+		case *m <= 0:
+			errs = append(errs, field.Invalid(rp.Child("backoffMaxSeconds"), int64(*m), notPositiveMsg))
+		case r.BackoffBaseSeconds != nil && *r.BackoffBaseSeconds > 0 && *m < *r.BackoffBaseSeconds:
+			errs = append(errs, field.Invalid(rp.Child("backoffMaxSeconds"), int64(*m),
+				fmt.Sprintf("must be greater than or equal to backoffBaseSeconds (%d)", *r.BackoffBaseSeconds)))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Action says what Apply did to an object.
+type Action string
+
+const (
+	Created   Action = "created"
+	Updated   Action = "updated"
+	Unchanged Action = "unchanged"
+)
+
+// Apply creates or updates a configuration object. The object must have
+// passed api.Validate. Changes that may free capacity re-queue the parked
+// workloads of the affected cohorts (kueue-semantics §4.4).
+func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
+	switch o := obj.(type) {
+	case *api.ResourceFlavor:
+		old := e.flavors[o.Name]
+		if old != nil && equality.Semantic.DeepEqual(old.Spec, o.Spec) {
+			return Unchanged, nil
+		}
+		e.flavors[o.Name] = o
+		e.recompile(now, func(cq *api.ClusterQueue) bool { return usesFlavor(cq, o.Name) })
+		return created(old == nil), nil
+	case *api.ClusterQueue:
+		old := e.clusterQueues[o.Name]
+		if old != nil && equality.Semantic.DeepEqual(old.Spec, o.Spec) {
+			return Unchanged, nil
+		}
+		if err := e.CheckApply(o); err != nil {
+			return "", err
+		}
+		st := e.state(o.Name)
+		if old == nil || !equality.Semantic.DeepEqual(old.Spec.ResourceGroups, o.Spec.ResourceGroups) {
+			st.generation++
+		}
+		oldCohort := ""
+		if old != nil {
+			oldCohort = old.Spec.Cohort
+		}
+		e.clusterQueues[o.Name] = o
+		e.recompile(now, func(cq *api.ClusterQueue) bool { return cq.Name == o.Name })
+		if oldCohort != "" && oldCohort != o.Spec.Cohort {
+			e.requeueCohort(oldCohort, now)
+		}
+		e.reroute(now)
+		return created(old == nil), nil
+	case *api.LocalQueue:
+		key := api.NamespacedName(o.Namespace, o.Name)
+		old := e.localQueues[key]
+		if old != nil && old.Spec == o.Spec {
+			return Unchanged, nil
+		}
+		e.localQueues[key] = o
+		e.reroute(now)
+		return created(old == nil), nil
+	case *api.WorkloadPriorityClass:
+		old := e.wpcs[o.Name]
+		e.wpcs[o.Name] = o
+		if old != nil && old.Value == o.Value && old.Description == o.Description {
+			return Unchanged, nil
+		}
+		return created(old == nil), nil
+	case *api.PriorityClass:
+		old := e.pcs[o.Name]
+		e.pcs[o.Name] = o
+		if old != nil && old.Value == o.Value && old.GlobalDefault == o.GlobalDefault {
+			return Unchanged, nil
+		}
+		return created(old == nil), nil
+	case *api.Configuration:
+		old := e.config
+		e.config = o
+		if old != nil && equality.Semantic.DeepEqual(old, o) {
+			return Unchanged, nil
+		}
+		return created(old == nil), nil
+	}
+	return "", fmt.Errorf("%s: cannot be applied as configuration", api.ObjectRef(obj))
+}
+
+// DeleteConfig removes a configuration object by kind and name (namespace
+// for LocalQueue). Missing objects are ErrNotFound.
+func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error {
+	switch kind {
+	case api.KindResourceFlavor:
+		if e.flavors[name] == nil {
+			return ErrNotFound
+		}
+		delete(e.flavors, name)
+		e.recompile(now, func(cq *api.ClusterQueue) bool { return usesFlavor(cq, name) })
+	case api.KindClusterQueue:
+		old := e.clusterQueues[name]
+		if old == nil {
+			return ErrNotFound
+		}
+		delete(e.clusterQueues, name)
+		e.recompile(now, func(*api.ClusterQueue) bool { return false })
+		if old.Spec.Cohort != "" {
+			e.requeueCohort(old.Spec.Cohort, now)
+		}
+		e.reroute(now)
+	case api.KindLocalQueue:
+		key := api.NamespacedName(namespace, name)
+		if e.localQueues[key] == nil {
+			return ErrNotFound
+		}
+		delete(e.localQueues, key)
+		e.reroute(now)
+	case api.KindWorkloadPriorityClass:
+		if e.wpcs[name] == nil {
+			return ErrNotFound
+		}
+		delete(e.wpcs, name)
+	case api.KindPriorityClass:
+		if e.pcs[name] == nil {
+			return ErrNotFound
+		}
+		delete(e.pcs, name)
+	default:
+		return fmt.Errorf("kind %q cannot be deleted as configuration", kind)
+	}
+	return nil
+}
+
+func created(isNew bool) Action {
+	if isNew {
+		return Created
+	}
+	return Updated
+}
+
+func usesFlavor(cq *api.ClusterQueue, flavor string) bool {
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			if f.Name == flavor {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recompile rebuilds the scheduler view of every ClusterQueue and re-queues
+// the parked workloads of the queues touched says are affected.
+func (e *Engine) recompile(now time.Time, touched func(*api.ClusterQueue) bool) {
+	for name := range e.compiled {
+		if e.clusterQueues[name] == nil {
+			delete(e.compiled, name)
+			delete(e.inactive, name)
+			e.queues.Queue(name).Active = false
+		}
+	}
+	for name, cq := range e.clusterQueues {
+		c, why := compile(cq, e.flavors)
+		e.compiled[name] = c
+		if why != "" {
+			e.inactive[name] = why
+		} else {
+			delete(e.inactive, name)
+		}
+		q := e.queues.Queue(name)
+		q.Cohort, q.Strategy, q.Selector, q.Active = cq.Spec.Cohort, cq.Spec.QueueingStrategy, c.NamespaceSelector, why == ""
+	}
+	for _, name := range sortedKeys(e.clusterQueues) {
+		if touched(e.clusterQueues[name]) {
+			e.queues.QueueInadmissible(name, now)
+		}
+	}
+}
+
+func (e *Engine) requeueCohort(cohort string, now time.Time) {
+	for _, name := range sortedKeys(e.clusterQueues) {
+		if e.clusterQueues[name].Spec.Cohort == cohort {
+			e.queues.QueueInadmissible(name, now)
+			return
+		}
+	}
+}
+
+// compile turns a ClusterQueue spec into the scheduler's view, and says
+// why the queue is inactive, if it is.
+func compile(cq *api.ClusterQueue, flavors map[string]*api.ResourceFlavor) (*scheduler.ClusterQueue, string) {
+	c := &scheduler.ClusterQueue{
+		Name:        cq.Name,
+		Strategy:    cq.Spec.QueueingStrategy,
+		GroupOf:     map[corev1.ResourceName]int{},
+		Limits:      map[quota.FlavorResource]quota.Limits{},
+		Fungibility: *cq.Spec.FlavorFungibility,
+	}
+	if cq.Spec.Preemption != nil {
+		c.Preemption = *cq.Spec.Preemption
+	}
+	if cq.Spec.NamespaceSelector != nil {
+		// Validated already; a nil selector matches nothing.
+		c.NamespaceSelector, _ = metav1.LabelSelectorAsSelector(cq.Spec.NamespaceSelector)
+	}
+	var missing []string
+	for gi, rg := range cq.Spec.ResourceGroups {
+		g := scheduler.ResourceGroup{Covered: rg.CoveredResources, LabelKeys: sets.New[string]()}
+		for _, r := range rg.CoveredResources {
+			c.GroupOf[r] = gi
+		}
+		for _, f := range rg.Flavors {
+			g.Flavors = append(g.Flavors, f.Name)
+			if rf := flavors[f.Name]; rf != nil {
+				for k := range rf.Spec.NodeLabels {
+					g.LabelKeys.Insert(k)
+				}
+			} else {
+				missing = append(missing, f.Name)
+			}
+			for _, r := range f.Resources {
+				l := quota.Limits{Nominal: quota.Value(r.Name, r.NominalQuota)}
+				if r.BorrowingLimit != nil {
+					v := quota.Value(r.Name, *r.BorrowingLimit)
+					l.BorrowingLimit = &v
+				}
+				if r.LendingLimit != nil {
+					v := quota.Value(r.Name, *r.LendingLimit)
+					l.LendingLimit = &v
+				}
+				c.Limits[quota.FlavorResource{Flavor: f.Name, Resource: r.Name}] = l
+			}
+		}
+		c.Groups = append(c.Groups, g)
+	}
+	switch {
+	case len(missing) > 0:
+		return c, fmt.Sprintf("flavor %s not found", missing[0])
+	case cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != api.StopPolicyNone:
+		return c, fmt.Sprintf("stopPolicy is %s", *cq.Spec.StopPolicy)
+	}
+	return c, ""
+}
+
+// Snapshot builds the immutable view for one cycle.
+func (e *Engine) Snapshot() *scheduler.Snapshot {
+	s := &scheduler.Snapshot{
+		Flavors:       make(map[string]*scheduler.Flavor, len(e.flavors)),
+		ClusterQueues: make(map[string]*scheduler.ClusterQueue, len(e.compiled)),
+		Inactive:      make(map[string]string, len(e.inactive)),
+	}
+	for name, f := range e.flavors {
+		s.Flavors[name] = &scheduler.Flavor{Name: name, NodeLabels: f.Spec.NodeLabels, Taints: f.Spec.NodeTaints}
+	}
+	cohortOf := map[string]string{}
+	for name, c := range e.compiled {
+		if why := e.inactive[name]; why != "" {
+			s.Inactive[name] = why
+			continue
+		}
+		cq := *c
+		st := e.state(name)
+		cq.Generation = st.generation
+		cq.Usage = st.total.Clone()
+		s.ClusterQueues[name] = &cq
+		cohortOf[name] = e.clusterQueues[name].Spec.Cohort
+	}
+	s.LinkCohorts(cohortOf)
+	return s
+}
+
+// CheckApply reports whether Apply would refuse obj, without applying it.
+func (e *Engine) CheckApply(obj api.Object) error {
+	switch o := obj.(type) {
+	case *api.ClusterQueue:
+		if old := e.clusterQueues[o.Name]; old != nil && old.Spec.QueueingStrategy != o.Spec.QueueingStrategy {
+			return fmt.Errorf("ClusterQueue/%s: spec.queueingStrategy: field is immutable", o.Name)
+		}
+	case *api.ResourceFlavor, *api.LocalQueue, *api.WorkloadPriorityClass, *api.PriorityClass, *api.Configuration:
+	default:
+		return fmt.Errorf("%s: cannot be applied as configuration", api.ObjectRef(obj))
+	}
+	return nil
+}
+
+// WorkloadPriorityClass implements api.PriorityClasses.
+func (e *Engine) WorkloadPriorityClass(name string) (int32, bool) {
+	if c := e.wpcs[name]; c != nil {
+		return c.Value, true
+	}
+	return 0, false
+}
+
+// PriorityClass implements api.PriorityClasses.
+func (e *Engine) PriorityClass(name string) (int32, bool) {
+	if c := e.pcs[name]; c != nil {
+		return c.Value, true
+	}
+	return 0, false
+}
+
+// GlobalDefaultPriorityClass implements api.PriorityClasses: the lowest
+// valued globalDefault class, as Kubernetes' admission picks.
+func (e *Engine) GlobalDefaultPriorityClass() (string, int32, bool) {
+	var best *api.PriorityClass
+	for _, name := range sortedKeys(e.pcs) {
+		c := e.pcs[name]
+		if c.GlobalDefault && (best == nil || c.Value < best.Value) {
+			best = c
+		}
+	}
+	if best == nil {
+		return "", 0, false
+	}
+	return best.Name, best.Value, true
+}

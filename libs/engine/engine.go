@@ -1,0 +1,110 @@
+// Package engine is the in-memory world the decision core runs on: the
+// configuration objects, every workload and its status, each ClusterQueue's
+// usage, and the pending queues. Each method is one state transition (one
+// event of the event log); Cycle runs one scheduling cycle and applies its
+// decisions. It does no I/O and never reads a clock: time is passed in, so
+// the simulator and the services replaying the log decide identically.
+//
+//	submit ─▶ pending ──Cycle──▶ admitted ──finish──▶ finished
+//	            ▲  │ (not admitted: requeued or parked, with a Reason)
+//	            └──┘
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
+	"github.com/jetqueue/jetqueue/libs/queue"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Status is where a workload is in its life.
+type Status string
+
+const (
+	Pending  Status = "pending"
+	Admitted Status = "admitted"
+	Finished Status = "finished"
+	Inactive Status = "inactive"
+)
+
+// Workload is the engine's record of one workload.
+type Workload struct {
+	Object    *api.Workload
+	Info      *scheduler.Workload
+	Status    Status
+	Admission *scheduler.Admission
+	// AdmittedAt is when the current admission happened.
+	AdmittedAt time.Time
+	// Reason is why it is pending, from the last time it was tried.
+	Reason *scheduler.Reason
+	// Evictions counts how often it lost its quota.
+	Evictions int
+	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
+	queuedIn string
+}
+
+// Engine holds the whole admission state.
+type Engine struct {
+	flavors       map[string]*api.ResourceFlavor
+	clusterQueues map[string]*api.ClusterQueue
+	localQueues   map[string]*api.LocalQueue // by namespace/name
+	wpcs          map[string]*api.WorkloadPriorityClass
+	pcs           map[string]*api.PriorityClass
+	config        *api.Configuration
+
+	// compiled caches the scheduler's view of each ClusterQueue's spec.
+	compiled map[string]*scheduler.ClusterQueue
+	inactive map[string]string
+	usage    map[string]*cqState
+
+	workloads map[string]*Workload
+	queues    *queue.Manager
+}
+
+// cqState is the runtime side of a ClusterQueue; it outlives the spec so a
+// deleted and re-created queue still accounts for its admitted workloads.
+type cqState struct {
+	admitted   map[string]*Workload
+	total      quota.Usage
+	generation int64
+}
+
+// New returns an empty engine.
+func New() *Engine {
+	return &Engine{
+		flavors:       map[string]*api.ResourceFlavor{},
+		clusterQueues: map[string]*api.ClusterQueue{},
+		localQueues:   map[string]*api.LocalQueue{},
+		wpcs:          map[string]*api.WorkloadPriorityClass{},
+		pcs:           map[string]*api.PriorityClass{},
+		compiled:      map[string]*scheduler.ClusterQueue{},
+		inactive:      map[string]string{},
+		usage:         map[string]*cqState{},
+		workloads:     map[string]*Workload{},
+		queues:        queue.NewManager(),
+	}
+}
+
+// Workload returns a workload's record, or nil.
+func (e *Engine) Workload(key string) *Workload { return e.workloads[key] }
+
+// Workloads returns every workload by key. The map must not be modified.
+func (e *Engine) Workloads() map[string]*Workload { return e.workloads }
+
+// Configuration returns the applied Configuration, or nil.
+func (e *Engine) Configuration() *api.Configuration { return e.config }
+
+// ErrNotFound is returned for an operation on an unknown workload.
+var ErrNotFound = fmt.Errorf("not found")
+
+func (e *Engine) state(cq string) *cqState {
+	s := e.usage[cq]
+	if s == nil {
+		s = &cqState{admitted: map[string]*Workload{}, total: quota.Usage{}, generation: 1}
+		e.usage[cq] = s
+	}
+	return s
+}

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/queue"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// ErrExists is returned when a workload with the same key already exists.
+var ErrExists = fmt.Errorf("already exists")
+
+// Submit adds a validated workload created at the given time. It is routed
+// to its ClusterQueue through its LocalQueue; a workload whose LocalQueue
+// or ClusterQueue does not exist yet waits until it does.
+func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) {
+	key := api.NamespacedName(wl.Namespace, wl.Name)
+	if e.workloads[key] != nil {
+		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
+	}
+	w := &Workload{Object: wl, Info: buildInfo(wl, key, created), Status: Pending}
+	e.workloads[key] = w
+	if wl.Spec.Active != nil && !*wl.Spec.Active {
+		w.Status = Inactive
+		return w, nil
+	}
+	e.route(w, created)
+	return w, nil
+}
+
+// buildInfo derives the scheduler's view of a workload.
+func buildInfo(wl *api.Workload, key string, created time.Time) *scheduler.Workload {
+	info := &scheduler.Workload{
+		Key:       key,
+		Namespace: wl.Namespace,
+		UID:       string(wl.UID),
+		// Without Namespace objects, a namespace's only label is the one
+		// Kubernetes always sets.
+		NamespaceLabels: labels.Set{corev1.LabelMetadataName: wl.Namespace},
+		Priority:        api.WorkloadPriority(wl),
+		Created:         created,
+		QueueTime:       created,
+	}
+	for i := range wl.Spec.PodSets {
+		ps := &wl.Spec.PodSets[i]
+		spec := &ps.Template.Spec
+		p := scheduler.PodSet{
+			Name:         ps.Name,
+			Count:        ps.Count,
+			MinCount:     ps.MinCount,
+			PerPod:       api.PodRequests(spec),
+			NodeSelector: spec.NodeSelector,
+			Tolerations:  spec.Tolerations,
+		}
+		if a := spec.Affinity; a != nil && a.NodeAffinity != nil {
+			p.Affinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if field, msg, bad := api.RequestsExceedLimits(spec); bad && info.Misconfigured == "" {
+			info.Misconfigured = fmt.Sprintf("resource validation failed: podSets[%s].%s: %s", ps.Name, field, msg)
+		}
+		info.PodSets = append(info.PodSets, p)
+	}
+	return info
+}
+
+// route finds the workload's ClusterQueue and queues it, or records why it
+// cannot be queued yet.
+func (e *Engine) route(w *Workload, now time.Time) {
+	cq, reason := e.target(w.Object)
+	w.Info.ClusterQueue = cq
+	w.queuedIn = ""
+	if reason != nil {
+		w.Reason = reason
+		return
+	}
+	w.Reason = nil
+	w.queuedIn = cq
+	e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
+}
+
+func (e *Engine) target(wl *api.Workload) (string, *scheduler.Reason) {
+	lq := e.localQueues[api.NamespacedName(wl.Namespace, wl.Spec.QueueName)]
+	if lq == nil {
+		return "", &scheduler.Reason{Token: scheduler.LocalQueueNotFound,
+			Message: fmt.Sprintf("LocalQueue %s doesn't exist", wl.Spec.QueueName)}
+	}
+	if e.clusterQueues[lq.Spec.ClusterQueue] == nil {
+		return lq.Spec.ClusterQueue, &scheduler.Reason{Token: scheduler.ClusterQueueNotFound,
+			Message: fmt.Sprintf("ClusterQueue %s doesn't exist", lq.Spec.ClusterQueue)}
+	}
+	return lq.Spec.ClusterQueue, nil
+}
+
+// reroute re-evaluates the route of every pending workload after a
+// LocalQueue or ClusterQueue change.
+func (e *Engine) reroute(now time.Time) {
+	for _, key := range sortedKeys(e.workloads) {
+		w := e.workloads[key]
+		if w.Status != Pending {
+			continue
+		}
+		cq, reason := e.target(w.Object)
+		if reason == nil && cq == w.queuedIn {
+			continue
+		}
+		if w.queuedIn != "" {
+			e.queues.Delete(w.queuedIn, key)
+		}
+		e.route(w, now)
+	}
+}
+
+// Finish marks a workload finished, releasing its quota if it holds any.
+func (e *Engine) Finish(key string, now time.Time) error {
+	w := e.workloads[key]
+	if w == nil {
+		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
+	}
+	if w.Status == Finished {
+		return nil
+	}
+	e.leave(w, now)
+	w.Status = Finished
+	w.Reason = nil
+	return nil
+}
+
+// Delete removes a workload, releasing its quota if it holds any.
+func (e *Engine) Delete(key string, now time.Time) error {
+	w := e.workloads[key]
+	if w == nil {
+		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
+	}
+	e.leave(w, now)
+	delete(e.workloads, key)
+	return nil
+}
+
+// leave takes a workload out of its queue or releases its quota.
+func (e *Engine) leave(w *Workload, now time.Time) {
+	switch w.Status {
+	case Pending:
+		if w.queuedIn != "" {
+			e.queues.Delete(w.queuedIn, w.Info.Key)
+			w.queuedIn = ""
+		}
+	case Admitted:
+		e.release(w, now)
+	}
+}
+
+// release gives back a workload's quota; capacity may now suffice for the
+// parked workloads of the cohort.
+func (e *Engine) release(w *Workload, now time.Time) {
+	cq := w.Admission.ClusterQueue
+	st := e.state(cq)
+	delete(st.admitted, w.Info.Key)
+	st.total.Sub(w.Admission.Usage)
+	st.generation++
+	w.Admission = nil
+	e.queues.QueueInadmissible(cq, now)
+}
+
+// SetPriority changes a workload's priority; a pending workload is
+// re-sorted and, if parked, tried again.
+func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
+	w := e.workloads[key]
+	if w == nil {
+		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
+	}
+	w.Object.Spec.Priority = &p
+	if w.Info.Priority == p {
+		return nil
+	}
+	// The queue holds the info by pointer: replace it rather than mutate
+	// it under the heap's feet.
+	info := *w.Info
+	info.Priority = p
+	info.LastTried = nil
+	if w.Status == Pending && w.queuedIn != "" {
+		e.queues.Delete(w.queuedIn, key)
+		w.Info = &info
+		e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
+		return nil
+	}
+	w.Info = &info
+	return nil
+}

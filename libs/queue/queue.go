@@ -1,0 +1,292 @@
+// Package queue holds the pending workloads of every ClusterQueue, in
+// Kueue's order (priority, then queue time), and the parking rules that
+// decide when a workload that could not be admitted is tried again
+// (Kueue's pkg/queue, kueue-semantics §4).
+//
+// A ClusterQueue's pending workloads are either in its heap (tried when
+// they reach the head) or parked as inadmissible (tried again only after an
+// event that may have freed capacity: QueueInadmissible).
+package queue
+
+import (
+	"container/heap"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Less is the heap order: higher priority, then earlier queue time, then
+// key so that equal timestamps still order deterministically.
+func Less(a, b *scheduler.Workload) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if c := a.QueueTime.Compare(b.QueueTime); c != 0 {
+		return c < 0
+	}
+	return a.Key < b.Key
+}
+
+// Entry is a pending workload with its requeue backoff.
+type Entry struct {
+	Workload *scheduler.Workload
+	// NotBefore parks the workload until then (waitForPodsReady backoff).
+	NotBefore time.Time
+}
+
+// ClusterQueue is one queue's pending workloads.
+type ClusterQueue struct {
+	Name     string
+	Cohort   string
+	Strategy api.QueueingStrategy
+	Selector labels.Selector
+	Active   bool
+
+	heap   entryHeap
+	parked map[string]*Entry
+	// popCycle counts pops; inadmissibleCycle records the pop cycle of the
+	// last QueueInadmissible, so that a head requeued after an event that
+	// happened during its own cycle is not parked on stale grounds.
+	popCycle          int64
+	inadmissibleCycle int64
+}
+
+func newClusterQueue(name string) *ClusterQueue {
+	return &ClusterQueue{Name: name, parked: map[string]*Entry{}, inadmissibleCycle: -1,
+		heap: entryHeap{index: map[string]int{}}}
+}
+
+func (c *ClusterQueue) backoffOver(e *Entry, now time.Time) bool {
+	return !now.Before(e.NotBefore)
+}
+
+// Len is the number of pending workloads, in the heap and parked.
+func (c *ClusterQueue) Len() int { return len(c.heap.items) + len(c.parked) }
+
+// Pending returns the pending workloads in queue order.
+func (c *ClusterQueue) Pending() []*scheduler.Workload {
+	out := make([]*scheduler.Workload, 0, c.Len())
+	for _, e := range c.heap.items {
+		out = append(out, e.Workload)
+	}
+	for _, e := range c.parked {
+		out = append(out, e.Workload)
+	}
+	slices.SortFunc(out, func(a, b *scheduler.Workload) int {
+		if Less(a, b) {
+			return -1
+		}
+		if Less(b, a) {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Parked reports whether the workload is parked as inadmissible.
+func (c *ClusterQueue) Parked(key string) bool { _, ok := c.parked[key]; return ok }
+
+// Manager routes pending workloads to their ClusterQueue.
+type Manager struct {
+	queues map[string]*ClusterQueue
+}
+
+// NewManager returns an empty manager.
+func NewManager() *Manager { return &Manager{queues: map[string]*ClusterQueue{}} }
+
+// Queue returns a ClusterQueue's pending queue, creating it if needed.
+func (m *Manager) Queue(name string) *ClusterQueue {
+	q := m.queues[name]
+	if q == nil {
+		q = newClusterQueue(name)
+		m.queues[name] = q
+	}
+	return q
+}
+
+// Lookup returns a queue or nil.
+func (m *Manager) Lookup(name string) *ClusterQueue { return m.queues[name] }
+
+// Remove drops a queue and returns what was pending in it.
+func (m *Manager) Remove(name string) []*scheduler.Workload {
+	q := m.queues[name]
+	if q == nil {
+		return nil
+	}
+	delete(m.queues, name)
+	return q.Pending()
+}
+
+// Heads pops the head of every active queue, in queue-name order.
+func (m *Manager) Heads() []*scheduler.Workload {
+	var heads []*scheduler.Workload
+	for _, name := range sortedNames(m.queues) {
+		q := m.queues[name]
+		if !q.Active {
+			continue
+		}
+		q.popCycle++
+		if len(q.heap.items) == 0 {
+			continue
+		}
+		heads = append(heads, heap.Pop(&q.heap).(*Entry).Workload)
+	}
+	return heads
+}
+
+// Push adds a new or changed workload (Kueue's PushOrUpdate): a parked
+// workload whose ordering-relevant state changed goes back to the heap.
+func (m *Manager) Push(e *Entry, changed bool, now time.Time) {
+	q := m.Queue(e.Workload.ClusterQueue)
+	key := e.Workload.Key
+	if _, ok := q.parked[key]; ok {
+		if !changed {
+			q.parked[key] = e
+			return
+		}
+		delete(q.parked, key)
+	}
+	if !q.heap.has(key) && !q.backoffOver(e, now) {
+		q.parked[key] = e
+		return
+	}
+	q.heap.upsert(e)
+}
+
+// Requeue puts back a head that was not admitted. Whether it goes straight
+// back to the heap or is parked depends on the strategy and the reason
+// (kueue-semantics §4.3).
+func (m *Manager) Requeue(e *Entry, reason scheduler.RequeueReason, now time.Time) {
+	q := m.Queue(e.Workload.ClusterQueue)
+	key := e.Workload.Key
+	immediate := reason == scheduler.RequeueFailedAfterNomination || reason == scheduler.RequeuePendingPreemption
+	if q.Strategy == api.StrictFIFO {
+		immediate = reason != scheduler.RequeueNamespaceMismatch
+	}
+	if q.backoffOver(e, now) && (immediate || q.inadmissibleCycle >= q.popCycle || e.Workload.LastTried.PendingFlavors()) {
+		if p, ok := q.parked[key]; ok {
+			e = p
+			delete(q.parked, key)
+		}
+		if !q.heap.has(key) {
+			q.heap.upsert(e)
+		}
+		return
+	}
+	if _, ok := q.parked[key]; ok || q.heap.has(key) {
+		return
+	}
+	q.parked[key] = e
+}
+
+// Delete removes a workload from its queue.
+func (m *Manager) Delete(cq, key string) {
+	if q := m.queues[cq]; q != nil {
+		delete(q.parked, key)
+		q.heap.remove(key)
+	}
+}
+
+// QueueInadmissible moves the parked workloads of the queue's cohort (or
+// of the queue alone without a cohort) back to their heaps: something
+// happened that may let them in.
+func (m *Manager) QueueInadmissible(cq string, now time.Time) {
+	q := m.queues[cq]
+	if q == nil {
+		return
+	}
+	if q.Cohort == "" {
+		q.requeueParked(now)
+		return
+	}
+	for _, name := range sortedNames(m.queues) {
+		if other := m.queues[name]; other.Cohort == q.Cohort {
+			other.requeueParked(now)
+		}
+	}
+}
+
+func (c *ClusterQueue) requeueParked(now time.Time) {
+	c.inadmissibleCycle = c.popCycle
+	for key, e := range c.parked {
+		if c.Selector == nil || !c.Selector.Matches(e.Workload.NamespaceLabels) || !c.backoffOver(e, now) {
+			continue
+		}
+		delete(c.parked, key)
+		if !c.heap.has(key) {
+			c.heap.upsert(e)
+		}
+	}
+}
+
+// NextBackoff returns the earliest NotBefore among parked workloads after
+// now, for timers.
+func (m *Manager) NextBackoff(now time.Time) (time.Time, bool) {
+	var next time.Time
+	for _, q := range m.queues {
+		for _, e := range q.parked {
+			if e.NotBefore.After(now) && (next.IsZero() || e.NotBefore.Before(next)) {
+				next = e.NotBefore
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
+type entryHeap struct {
+	items []*Entry
+	index map[string]int
+}
+
+func (h *entryHeap) Len() int           { return len(h.items) }
+func (h *entryHeap) Less(i, j int) bool { return Less(h.items[i].Workload, h.items[j].Workload) }
+func (h *entryHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.index[h.items[i].Workload.Key] = i
+	h.index[h.items[j].Workload.Key] = j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*Entry)
+	h.index[e.Workload.Key] = len(h.items)
+	h.items = append(h.items, e)
+}
+func (h *entryHeap) Pop() any {
+	n := len(h.items) - 1
+	e := h.items[n]
+	h.items = h.items[:n]
+	delete(h.index, e.Workload.Key)
+	return e
+}
+func (h *entryHeap) has(key string) bool { _, ok := h.index[key]; return ok }
+func (h *entryHeap) upsert(e *Entry) {
+	if i, ok := h.index[e.Workload.Key]; ok {
+		h.items[i] = e
+		heap.Fix(h, i)
+		return
+	}
+	heap.Push(h, e)
+}
+func (h *entryHeap) remove(key string) {
+	if i, ok := h.index[key]; ok {
+		heap.Remove(h, i)
+	}
+}
+
+func mapsKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func sortedNames(m map[string]*ClusterQueue) []string {
+	keys := mapsKeys(m)
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,391 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
+)
+
+// Mode says how a flavor could be assigned, from worst to best.
+type Mode int
+
+const (
+	// NoFit: not enough quota even if the queue's own workloads left.
+	NoFit Mode = iota
+	// Preempt: would fit in nominal quota (or borrowable quota) once
+	// others release it, by preemption or by waiting.
+	Preempt
+	// Fit: fits now.
+	Fit
+)
+
+func (m Mode) String() string { return [...]string{"NoFit", "Preempt", "Fit"}[m] }
+
+// FlavorChoice is the flavor picked for one resource of one podSet.
+type FlavorChoice struct {
+	Flavor string
+	Mode   Mode
+	Borrow bool
+	// TriedIdx is where the flavor search stopped; -1 means it reached the
+	// end of the group and the next attempt starts over.
+	TriedIdx int
+}
+
+// PodSetAssignment is the outcome of flavor assignment for one podSet.
+type PodSetAssignment struct {
+	Name  string
+	Count int32
+	// Flavors is empty when the podSet does not fit anywhere.
+	Flavors  map[corev1.ResourceName]FlavorChoice
+	Requests map[corev1.ResourceName]int64
+	// notFit is false when every resource fits (Kueue's nil status).
+	notFit  bool
+	reasons []string
+	block   *blocker
+}
+
+// blocker is the first cell that stopped a flavor, kept for the Reason.
+type blocker struct {
+	token     string
+	flavor    string
+	resource  corev1.ResourceName
+	shortfall int64
+}
+
+// Mode is the worst mode over the podSet's resources.
+func (p *PodSetAssignment) Mode() Mode {
+	if !p.notFit {
+		return Fit
+	}
+	if len(p.Flavors) == 0 {
+		return NoFit
+	}
+	m := Fit
+	for _, c := range p.Flavors {
+		m = min(m, c.Mode)
+	}
+	return m
+}
+
+// Assignment is the flavor assignment of a whole workload.
+type Assignment struct {
+	PodSets   []PodSetAssignment
+	Borrowing bool
+	Usage     quota.Usage
+	Tried     TriedFlavors
+}
+
+// Mode is the worst mode over all podSets; NoFit when nothing was assigned.
+func (a *Assignment) Mode() Mode {
+	if len(a.PodSets) == 0 {
+		return NoFit
+	}
+	m := Fit
+	for i := range a.PodSets {
+		m = min(m, a.PodSets[i].Mode())
+	}
+	return m
+}
+
+// Message renders Kueue v0.6's wording of why the assignment is not Fit.
+func (a *Assignment) Message() string {
+	var b strings.Builder
+	for _, ps := range a.PodSets {
+		if !ps.notFit {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		reasons := slices.Clone(ps.reasons)
+		sort.Strings(reasons)
+		fmt.Fprintf(&b, "couldn't assign flavors to pod set %s: %s", ps.Name, strings.Join(reasons, ", "))
+	}
+	return b.String()
+}
+
+// assignFlavors picks a flavor for every resource of every podSet, with
+// counts overriding the podSet counts (partial admission) when non-nil.
+func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) Assignment {
+	last := wl.LastTried
+	if last != nil && (cq.Generation > last.ClusterQueueGen ||
+		(cq.Cohort != nil && cq.Cohort.Generation > last.CohortGen)) {
+		last = nil
+	}
+	a := Assignment{Usage: quota.Usage{}, Tried: TriedFlavors{ClusterQueueGen: cq.Generation}}
+	if cq.Cohort != nil {
+		a.Tried.CohortGen = cq.Cohort.Generation
+	}
+	_, coversPods := cq.GroupOf[corev1.ResourcePods]
+	for i := range wl.PodSets {
+		ps := &wl.PodSets[i]
+		count := ps.Count
+		if counts != nil {
+			count = counts[i]
+		}
+		req := make(map[corev1.ResourceName]int64, len(ps.PerPod)+1)
+		for r, v := range ps.PerPod {
+			req[r] = v * int64(count)
+		}
+		if coversPods {
+			req[corev1.ResourcePods] = int64(count)
+		}
+		psa := PodSetAssignment{Name: ps.Name, Count: count, Requests: req,
+			Flavors: make(map[corev1.ResourceName]FlavorChoice, len(req))}
+		for _, r := range sortedKeys(req) {
+			if _, done := psa.Flavors[r]; done {
+				continue
+			}
+			g, ok := cq.GroupOf[r]
+			if !ok {
+				psa.Flavors = nil
+				psa.notFit = true
+				psa.reasons = []string{fmt.Sprintf("resource %s unavailable in ClusterQueue", r)}
+				psa.block = &blocker{token: NoMatchingFlavor, resource: r}
+				break
+			}
+			lastIdx := -1
+			if last != nil && len(last.Index) > i {
+				if v, ok := last.Index[i][r]; ok {
+					lastIdx = v
+				}
+			}
+			choices, st := a.findFlavor(s, cq, &cq.Groups[g], req, ps, lastIdx)
+			if len(choices) == 0 {
+				psa.Flavors = nil
+				psa.notFit = true
+				psa.reasons = st.reasons
+				psa.block = st.first()
+				break
+			}
+			for res, c := range choices {
+				psa.Flavors[res] = c
+			}
+			if st != nil {
+				psa.notFit = true
+				psa.reasons = append(psa.reasons, st.reasons...)
+				if psa.block == nil {
+					psa.block = st.first()
+				}
+			}
+		}
+		a.add(&psa)
+		if len(req) > 0 && len(psa.Flavors) == 0 {
+			return a
+		}
+	}
+	return a
+}
+
+func (a *Assignment) add(psa *PodSetAssignment) {
+	idx := make(map[corev1.ResourceName]int, len(psa.Flavors))
+	for r, c := range psa.Flavors {
+		a.Borrowing = a.Borrowing || c.Borrow
+		a.Usage[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] += psa.Requests[r]
+		idx[r] = c.TriedIdx
+	}
+	a.PodSets = append(a.PodSets, *psa)
+	a.Tried.Index = append(a.Tried.Index, idx)
+}
+
+type status struct {
+	reasons  []string
+	blockers []blocker
+}
+
+func (s *status) add(b blocker, format string, args ...any) {
+	s.reasons = append(s.reasons, fmt.Sprintf(format, args...))
+	s.blockers = append(s.blockers, b)
+}
+
+// first prefers a quota blocker over a flavor mismatch: it is the more
+// useful answer to "what would let this in".
+func (s *status) first() *blocker {
+	if s == nil || len(s.blockers) == 0 {
+		return nil
+	}
+	for i := range s.blockers {
+		if s.blockers[i].token != NoMatchingFlavor {
+			return &s.blockers[i]
+		}
+	}
+	return &s.blockers[0]
+}
+
+// findFlavor walks one resource group's flavors in order (KEP-582): it
+// skips flavors up to lastIdx, filters by taints and node labels, checks
+// quota, and stops early as flavorFungibility says.
+func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
+	req map[corev1.ResourceName]int64, ps *PodSet, lastIdx int) (map[corev1.ResourceName]FlavorChoice, *status) {
+	st := &status{}
+	var covered []corev1.ResourceName
+	for _, r := range g.Covered {
+		if _, ok := req[r]; ok {
+			covered = append(covered, r)
+		}
+	}
+	slices.Sort(covered)
+	selector := flavorSelector(ps, g)
+	var best map[corev1.ResourceName]FlavorChoice
+	bestMode := NoFit
+	stoppedAt := -1
+	for idx, name := range g.Flavors {
+		if idx <= lastIdx {
+			continue
+		}
+		f := s.Flavors[name]
+		if f == nil {
+			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "flavor %s not found", name)
+			continue
+		}
+		if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), f.Taints, ps.Tolerations, func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}, false); bad {
+			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "untolerated taint %s in flavor %s", taint.ToString(), name)
+			continue
+		}
+		if ok, err := selector.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: f.NodeLabels}}); !ok || err != nil {
+			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "flavor %s doesn't match node affinity", name)
+			continue
+		}
+		stoppedAt = idx
+		borrow := false
+		mode := Fit
+		choices := make(map[corev1.ResourceName]FlavorChoice, len(covered))
+		for _, r := range covered {
+			fr := quota.FlavorResource{Flavor: name, Resource: r}
+			m, b := fitsQuota(cq, fr, req[r]+a.Usage[fr], st)
+			mode = min(mode, m)
+			borrow = borrow || b
+			if mode == NoFit {
+				break
+			}
+			choices[r] = FlavorChoice{Flavor: name, Mode: m, Borrow: b}
+		}
+		if !tryNextFlavor(mode, cq.Fungibility, borrow) {
+			best, bestMode = choices, mode
+			break
+		}
+		if mode > bestMode {
+			best, bestMode = choices, mode
+		}
+	}
+	tried := stoppedAt
+	if stoppedAt == len(g.Flavors)-1 {
+		tried = -1
+	}
+	for r, c := range best {
+		c.TriedIdx = tried
+		best[r] = c
+	}
+	if bestMode == Fit {
+		return best, nil
+	}
+	return best, st
+}
+
+// tryNextFlavor is KEP-582's table: whether a flavor with this outcome is
+// good enough to stop the search.
+func tryNextFlavor(m Mode, f api.FlavorFungibility, borrow bool) bool {
+	switch {
+	case m == Fit && !borrow:
+		return false
+	case m == Fit && f.WhenCanBorrow == api.FungibilityBorrow:
+		return false
+	case m == Preempt && f.WhenCanPreempt == api.FungibilityPreempt &&
+		(!borrow || f.WhenCanBorrow == api.FungibilityBorrow):
+		return false
+	}
+	return true
+}
+
+// fitsQuota decides how val of one cell fits the queue (Kueue's
+// fitsResourceQuota), recording why it does not fit into st.
+func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status) (Mode, bool) {
+	l := cq.Limits[fr]
+	used := cq.Usage[fr]
+	mode := NoFit
+	borrow := false
+	if val <= l.Nominal {
+		mode = Preempt
+	}
+	requestable := cq.requestable(fr)
+	if bw := cq.Preemption.BorrowWithinCohort; bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever {
+		if (l.BorrowingLimit == nil || val <= l.Nominal+*l.BorrowingLimit) && val <= requestable {
+			mode = Preempt
+			borrow = val > l.Nominal
+		}
+	}
+	token := WaitingForQuota
+	if val > cq.maxAttainable(fr) {
+		token = ExceedsMaxQuota
+	}
+	if l.BorrowingLimit != nil && used+val > l.Nominal+*l.BorrowingLimit {
+		st.add(blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: used + val - l.Nominal - *l.BorrowingLimit},
+			"borrowing limit for %s in flavor %s exceeded", fr.Resource, fr.Flavor)
+		return mode, borrow
+	}
+	lack := cq.cohortUsed(fr) + val - requestable
+	if lack <= 0 {
+		return Fit, used+val > l.Nominal
+	}
+	b := blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: lack}
+	amount := quota.Format(fr.Resource, lack)
+	switch {
+	case cq.Cohort != nil:
+		st.add(b, "insufficient unused quota in cohort for %s in flavor %s, %s more needed", fr.Resource, fr.Flavor, amount)
+	case mode == NoFit:
+		st.add(b, "insufficient quota for %s in flavor %s in ClusterQueue", fr.Resource, fr.Flavor)
+	default:
+		st.add(b, "insufficient unused quota for %s in flavor %s, %s more needed", fr.Resource, fr.Flavor, amount)
+	}
+	return mode, borrow
+}
+
+// flavorSelector keeps only the podSet's node constraints on label keys the
+// group's flavors define, as kube-scheduler's NodeAffinity filter would see
+// them on a node of that flavor.
+func flavorSelector(ps *PodSet, g *ResourceGroup) nodeaffinity.RequiredNodeAffinity {
+	var sel map[string]string
+	if len(ps.NodeSelector) != 0 {
+		sel = map[string]string{}
+		for k, v := range ps.NodeSelector {
+			if g.LabelKeys.Has(k) {
+				sel[k] = v
+			}
+		}
+	}
+	var aff *corev1.Affinity
+	if ps.Affinity != nil {
+		var terms []corev1.NodeSelectorTerm
+		for _, t := range ps.Affinity.NodeSelectorTerms {
+			var exprs []corev1.NodeSelectorRequirement
+			for _, e := range t.MatchExpressions {
+				if g.LabelKeys.Has(e.Key) {
+					exprs = append(exprs, e)
+				}
+			}
+			// Terms are ORed: one that loses all its keys matches anything.
+			if len(exprs) == 0 {
+				terms = nil
+				break
+			}
+			terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: exprs})
+		}
+		if len(terms) != 0 {
+			aff = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+		}
+	}
+	return nodeaffinity.NewRequiredNodeAffinity(sel, aff)
+}

@@ -1,0 +1,201 @@
+package scheduler
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
+)
+
+// Snapshot is the immutable view one scheduling cycle decides over. Only
+// active ClusterQueues are in ClusterQueues and count towards their cohorts,
+// as in Kueue's cache.Snapshot.
+type Snapshot struct {
+	Flavors       map[string]*Flavor
+	ClusterQueues map[string]*ClusterQueue
+	// Inactive maps an inactive ClusterQueue to why it is inactive.
+	Inactive map[string]string
+	Cohorts  map[string]*Cohort
+}
+
+// Flavor is a ResourceFlavor reduced to what admission reads.
+type Flavor struct {
+	Name       string
+	NodeLabels map[string]string
+	Taints     []corev1.Taint
+}
+
+// ResourceGroup is one resourceGroups entry: resources that share a flavor.
+type ResourceGroup struct {
+	Covered []corev1.ResourceName
+	Flavors []string
+	// LabelKeys are the node label keys any of the group's flavors sets;
+	// only these keys of a podSet's node selector are matched.
+	LabelKeys sets.Set[string]
+}
+
+// ClusterQueue is a queue's quota and its current usage.
+type ClusterQueue struct {
+	Name              string
+	Cohort            *Cohort
+	Strategy          api.QueueingStrategy
+	NamespaceSelector labels.Selector
+	Groups            []ResourceGroup
+	GroupOf           map[corev1.ResourceName]int
+	Limits            map[quota.FlavorResource]quota.Limits
+	Preemption        api.ClusterQueuePreemption
+	Fungibility       api.FlavorFungibility
+	// Generation grows when quota may have become available: the resource
+	// groups changed or a workload released quota. It invalidates the
+	// tried-flavor state of pending workloads (KEP-582).
+	Generation int64
+	Usage      quota.Usage
+}
+
+// Cohort is the pool its active members share (KEP-1224 arithmetic).
+type Cohort struct {
+	Name    string
+	Members []*ClusterQueue
+	// Requestable is the sum of the members' lendable quota.
+	Requestable quota.Usage
+	// Used is the sum of the members' usage above their guaranteed quota.
+	Used       quota.Usage
+	Generation int64
+}
+
+// Workload is what admission needs to know about one pending workload.
+type Workload struct {
+	Key             string // namespace/name
+	Namespace       string
+	UID             string
+	NamespaceLabels labels.Set
+	ClusterQueue    string
+	Priority        int32
+	Created         time.Time
+	// QueueTime orders the workload in its queue: creation time, or the
+	// eviction time after a PodsReady timeout with timestamp Eviction.
+	QueueTime time.Time
+	PodSets   []PodSet
+	// Misconfigured is set when requests exceed limits; such a workload
+	// is never admitted (kueue-semantics §12 #20).
+	Misconfigured string
+	// LastTried is the flavor retry state of the previous attempt.
+	LastTried *TriedFlavors
+}
+
+// PodSet is one homogeneous group of pods of a workload.
+type PodSet struct {
+	Name         string
+	Count        int32
+	MinCount     *int32
+	PerPod       map[corev1.ResourceName]int64
+	NodeSelector map[string]string
+	Affinity     *corev1.NodeSelector
+	Tolerations  []corev1.Toleration
+}
+
+// TriedFlavors is KEP-582's retry state: per podSet and resource, the index
+// of the flavor the last attempt stopped at (-1: start over), with the
+// generations it was computed at.
+type TriedFlavors struct {
+	Index           []map[corev1.ResourceName]int
+	ClusterQueueGen int64
+	CohortGen       int64
+}
+
+// PendingFlavors reports whether a later attempt would resume past a flavor.
+func (t *TriedFlavors) PendingFlavors() bool {
+	if t == nil {
+		return false
+	}
+	for _, ps := range t.Index {
+		for _, i := range ps {
+			if i != -1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requestable is how much of a cell the queue may hold in total.
+func (c *ClusterQueue) requestable(fr quota.FlavorResource) int64 {
+	l := c.Limits[fr]
+	if c.Cohort == nil {
+		return l.Nominal
+	}
+	return c.Cohort.Requestable[fr] + l.Guaranteed()
+}
+
+// cohortUsed is the usage that counts against requestable for this queue.
+func (c *ClusterQueue) cohortUsed(fr quota.FlavorResource) int64 {
+	if c.Cohort == nil {
+		return c.Usage[fr]
+	}
+	return c.Cohort.Used[fr] + min(c.Usage[fr], c.Limits[fr].Guaranteed())
+}
+
+// fitsInCohort reports whether the cohort can still grant q to this queue.
+func (c *ClusterQueue) fitsInCohort(q quota.Usage) bool {
+	for fr, v := range q {
+		if _, ok := c.Cohort.Requestable[fr]; !ok {
+			return false
+		}
+		if c.requestable(fr)-c.cohortUsed(fr) < v {
+			return false
+		}
+	}
+	return true
+}
+
+// maxAttainable is the most of a cell this queue could ever hold, with
+// everything else in the cohort idle; used to tell ExceedsMaxQuota from
+// WaitingForQuota.
+func (c *ClusterQueue) maxAttainable(fr quota.FlavorResource) int64 {
+	l := c.Limits[fr]
+	m := c.requestable(fr)
+	if c.Cohort == nil {
+		m = l.Nominal
+	}
+	if l.BorrowingLimit != nil {
+		m = min(m, l.Nominal+*l.BorrowingLimit)
+	}
+	return max(m, l.Nominal)
+}
+
+// accumulate adds the queue's contribution to its cohort's pools.
+func (c *ClusterQueue) accumulate(co *Cohort) {
+	for fr, l := range c.Limits {
+		co.Requestable[fr] += l.Lendable()
+	}
+	for fr, u := range c.Usage {
+		co.Used[fr] += max(0, u-c.Limits[fr].Guaranteed())
+	}
+	co.Generation += c.Generation
+}
+
+// LinkCohorts (re)builds the cohorts from the queues' names; the caller
+// gives each queue's cohort name.
+func (s *Snapshot) LinkCohorts(cohortOf map[string]string) {
+	s.Cohorts = map[string]*Cohort{}
+	for _, name := range sortedKeys(s.ClusterQueues) {
+		cq := s.ClusterQueues[name]
+		cq.Cohort = nil
+		cn := cohortOf[name]
+		if cn == "" {
+			continue
+		}
+		co := s.Cohorts[cn]
+		if co == nil {
+			co = &Cohort{Name: cn, Requestable: quota.Usage{}, Used: quota.Usage{}}
+			s.Cohorts[cn] = co
+		}
+		co.Members = append(co.Members, cq)
+		cq.Cohort = co
+		cq.accumulate(co)
+	}
+}

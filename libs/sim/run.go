@@ -1,0 +1,317 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/engine"
+)
+
+// Checkpoint is the observed state printed for each expect and at the end.
+type Checkpoint struct {
+	Step     int                                     `json:"step"`
+	Admitted map[string]map[string]map[string]string `json:"admitted"`
+	Pending  []string                                `json:"pending"`
+	Evicted  map[string]string                       `json:"evicted"`
+	Inactive []string                                `json:"inactive"`
+	Finished []string                                `json:"finished"`
+
+	podCounts map[string]map[string]int32
+}
+
+// Result is the outcome of one scenario run.
+type Result struct {
+	Checkpoints []Checkpoint
+	// Mismatches are readable diffs, one per failed check.
+	Mismatches []string
+}
+
+// Unsupported reports the first feature of the scenario that the core does
+// not implement yet, so that it fails loudly instead of passing silently.
+func Unsupported(sc *Scenario) error {
+	if c := sc.Configuration; c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable {
+		return fmt.Errorf("configuration.waitForPodsReady: %w", ErrUnsupported)
+	}
+	check := func(where string, objs []api.Object) error {
+		for i, o := range objs {
+			cq, ok := o.(*api.ClusterQueue)
+			if !ok || cq.Spec.Preemption == nil {
+				continue
+			}
+			p := cq.Spec.Preemption
+			if p.WithinClusterQueue != api.PreemptionNever || p.ReclaimWithinCohort != api.PreemptionNever ||
+				(p.BorrowWithinCohort != nil && p.BorrowWithinCohort.Policy != api.BorrowWithinCohortNever) {
+				return fmt.Errorf("%s[%d] (ClusterQueue %s) spec.preemption: %w", where, i, cq.Name, ErrUnsupported)
+			}
+		}
+		return nil
+	}
+	if err := check("objects", sc.Objects); err != nil {
+		return err
+	}
+	for i, st := range sc.Steps {
+		if err := check(fmt.Sprintf("steps[%d].apply", i), st.Apply); err != nil {
+			return err
+		}
+		if st.PodsReady != nil {
+			return fmt.Errorf("steps[%d].podsReady: %w", i, ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// sim is one run's state.
+type sim struct {
+	eng         *engine.Engine
+	now         time.Time
+	lastCreated time.Time
+	evicted     map[string]string
+}
+
+// Run executes a parsed scenario. An error means the scenario could not be
+// run (malformed or unsupported); mismatches are in the result.
+func Run(sc *Scenario) (*Result, error) {
+	if err := Unsupported(sc); err != nil {
+		return nil, err
+	}
+	s := &sim{eng: engine.New(), now: Start, evicted: map[string]string{}}
+	if sc.Configuration != nil {
+		if _, err := s.eng.Apply(sc.Configuration, s.now); err != nil {
+			return nil, fieldError("configuration", "%v", err)
+		}
+	}
+	for i, o := range sc.Objects {
+		if _, err := s.eng.Apply(o, s.now); err != nil {
+			return nil, fieldError(fmt.Sprintf("objects[%d]", i), "%v", err)
+		}
+	}
+	s.eng.RunToQuiescence(s.now)
+	res := &Result{}
+	for i, st := range sc.Steps {
+		if err := s.step(i, st, res); err != nil {
+			return nil, fmt.Errorf("steps[%d]: %w", i, err)
+		}
+		s.eng.RunToQuiescence(s.now)
+		if st.Expect != nil {
+			cp := s.checkpoint(i)
+			res.Checkpoints = append(res.Checkpoints, cp)
+			res.Mismatches = append(res.Mismatches, compare(i, st.Expect, cp)...)
+			s.evicted = map[string]string{}
+		}
+	}
+	res.Checkpoints = append(res.Checkpoints, s.checkpoint(len(sc.Steps)))
+	return res, nil
+}
+
+func (s *sim) step(i int, st Step, res *Result) error {
+	switch {
+	case st.Submit != nil:
+		for j, o := range st.Submit {
+			if err := s.submit(o); err != nil {
+				return fmt.Errorf("submit[%d]: %w: %v", j, ErrMalformed, err)
+			}
+		}
+	case st.Apply != nil:
+		for j, o := range st.Apply {
+			if err := api.Validate(o); err != nil {
+				return fmt.Errorf("apply[%d]: %w: %v", j, ErrMalformed, err)
+			}
+			if _, err := s.eng.Apply(o, s.now); err != nil {
+				return fmt.Errorf("apply[%d]: %w: %v", j, ErrMalformed, err)
+			}
+		}
+	case st.Delete != nil:
+		for _, k := range st.Delete {
+			if err := s.eng.Delete(k, s.now); err != nil {
+				return fmt.Errorf("delete %s: %w: %v", k, ErrMalformed, err)
+			}
+		}
+	case st.Finish != nil:
+		for _, k := range st.Finish {
+			if err := s.eng.Finish(k, s.now); err != nil {
+				return fmt.Errorf("finish %s: %w: %v", k, ErrMalformed, err)
+			}
+		}
+	case st.SetPriority != nil:
+		for _, k := range sortedKeys(st.SetPriority) {
+			if err := s.eng.SetPriority(k, st.SetPriority[k], s.now); err != nil {
+				return fmt.Errorf("setPriority %s: %w: %v", k, ErrMalformed, err)
+			}
+		}
+	case st.Advance != nil:
+		s.now = s.now.Add(*st.Advance)
+	case st.Reject != nil:
+		for j, d := range st.Reject {
+			if err := s.rejects(d); err == nil {
+				res.Mismatches = append(res.Mismatches, fmt.Sprintf("steps[%d].reject[%d]: was accepted, want an error", i, j))
+			}
+		}
+	}
+	return nil
+}
+
+// submit converts and validates a Workload or Job and gives it the next
+// creation time: max(clock, previous creation + 1ms).
+func (s *sim) submit(o api.Object) error {
+	wl, err := s.toWorkload(o)
+	if err != nil {
+		return err
+	}
+	created := s.now
+	if next := s.lastCreated.Add(time.Millisecond); !s.lastCreated.IsZero() && next.After(created) {
+		created = next
+	}
+	if _, err := s.eng.Submit(wl, created); err != nil {
+		return err
+	}
+	s.lastCreated = created
+	return nil
+}
+
+func (s *sim) toWorkload(o api.Object) (*api.Workload, error) {
+	if err := api.Validate(o); err != nil {
+		return nil, err
+	}
+	switch w := o.(type) {
+	case *api.Workload:
+		return w, nil
+	case *api.Job:
+		wl, err := api.JobToWorkload(w, s.eng)
+		if err != nil {
+			return nil, err
+		}
+		return wl, api.Validate(wl)
+	}
+	return nil, fmt.Errorf("%s: only Workload and batch/v1 Job can be submitted", api.ObjectRef(o))
+}
+
+// rejects returns nil when the document would be accepted, and changes
+// nothing either way.
+func (s *sim) rejects(doc json.RawMessage) error {
+	objs, err := api.Decode(doc)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := api.Validate(o); err != nil {
+			return err
+		}
+		switch w := o.(type) {
+		case *api.Workload, *api.Job:
+			wl, err := s.toWorkload(w)
+			if err != nil {
+				return err
+			}
+			if s.eng.Workload(api.NamespacedName(wl.Namespace, wl.Name)) != nil {
+				return fmt.Errorf("workload %s/%s already exists", wl.Namespace, wl.Name)
+			}
+		default:
+			if err := s.eng.CheckApply(o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sim) checkpoint(step int) Checkpoint {
+	cp := Checkpoint{Step: step, Admitted: map[string]map[string]map[string]string{},
+		Pending: []string{}, Inactive: []string{}, Finished: []string{}, Evicted: s.evicted,
+		podCounts: map[string]map[string]int32{}}
+	for key, w := range s.eng.Workloads() {
+		switch w.Status {
+		case engine.Admitted:
+			ps := map[string]map[string]string{}
+			counts := map[string]int32{}
+			for _, p := range w.Admission.PodSets {
+				fl := map[string]string{}
+				for r, f := range p.Flavors {
+					fl[string(r)] = f
+				}
+				ps[p.Name] = fl
+				counts[p.Name] = p.Count
+			}
+			cp.Admitted[key] = ps
+			cp.podCounts[key] = counts
+		case engine.Pending:
+			cp.Pending = append(cp.Pending, key)
+		case engine.Inactive:
+			cp.Inactive = append(cp.Inactive, key)
+		case engine.Finished:
+			cp.Finished = append(cp.Finished, key)
+		}
+	}
+	slices.Sort(cp.Pending)
+	slices.Sort(cp.Inactive)
+	slices.Sort(cp.Finished)
+	return cp
+}
+
+// compare checks one expect against the observed checkpoint.
+func compare(step int, ex *Expect, got Checkpoint) []string {
+	var out []string
+	diff := func(what string, want, have any) {
+		if d := cmp.Diff(want, have); d != "" {
+			out = append(out, fmt.Sprintf("steps[%d].expect.%s mismatch (-want +got):\n%s", step, what, d))
+		}
+	}
+	if ex.hasAdmitted {
+		diff("admitted (workloads)", sortedKeys(ex.Admitted), sortedKeys(got.Admitted))
+		for _, key := range sortedKeys(ex.Admitted) {
+			have, ok := got.Admitted[key]
+			if !ok {
+				continue
+			}
+			for ps, res := range ex.Admitted[key] {
+				diff(fmt.Sprintf("admitted[%s].%s", key, ps), res, pick(have[ps], res))
+			}
+		}
+	}
+	sorted := func(p *[]string) []string { v := slices.Clone(*p); slices.Sort(v); return v }
+	if ex.Pending != nil {
+		diff("pending", sorted(ex.Pending), got.Pending)
+	}
+	if ex.Inactive != nil {
+		diff("inactive", sorted(ex.Inactive), got.Inactive)
+	}
+	if ex.Finished != nil {
+		diff("finished", sorted(ex.Finished), got.Finished)
+	}
+	if ex.hasEvicted {
+		want := ex.Evicted
+		if want == nil {
+			want = map[string]string{}
+		}
+		diff("evicted", want, got.Evicted)
+	}
+	for _, key := range sortedKeys(ex.PodCounts) {
+		diff(fmt.Sprintf("podCounts[%s]", key), ex.PodCounts[key], got.podCounts[key])
+	}
+	return out
+}
+
+// pick keeps the resources the expectation names, so that an expectation
+// may leave out resources it does not care about.
+func pick(have, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for r := range want {
+		if v, ok := have[r]; ok {
+			out[r] = v
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,3 @@
+module github.com/jetqueue/jetqueue/services/ingest
+
+go 1.26.8

@@ -1,0 +1,3 @@
+module github.com/jetqueue/jetqueue/services/preemptor
+
+go 1.26.8

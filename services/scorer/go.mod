@@ -1,0 +1,3 @@
+module github.com/jetqueue/jetqueue/services/scorer
+
+go 1.26.8
