@@ -200,7 +200,10 @@ func compile(cq *api.ClusterQueue, flavors map[string]*api.ResourceFlavor) (*sch
 		Strategy:    cq.Spec.QueueingStrategy,
 		GroupOf:     map[corev1.ResourceName]int{},
 		Limits:      map[quota.FlavorResource]quota.Limits{},
-		Fungibility: *cq.Spec.FlavorFungibility,
+		Fungibility: api.FlavorFungibility{WhenCanBorrow: api.FungibilityBorrow, WhenCanPreempt: api.FungibilityTryNextFlavor},
+	}
+	if f := cq.Spec.FlavorFungibility; f != nil {
+		c.Fungibility = *f
 	}
 	if cq.Spec.Preemption != nil {
 		c.Preemption = *cq.Spec.Preemption

@@ -60,15 +60,24 @@ const MaxCycles = 1_000_000
 // with every pending workload's retry state are back in a state seen since
 // the last admission (FORMAT.md: a retry state may cycle with period two or
 // more). It returns the number of cycles run.
+//
+// The state is fingerprinted as a sum of per-workload hashes, so that a
+// cycle only rehashes its own heads: nothing else changes within a cycle.
 func (e *Engine) RunToQuiescence(now time.Time) int {
-	seen := map[uint64]bool{e.fingerprint(): true}
+	fp := e.fingerprint()
+	seen := map[uint64]bool{fp: true}
 	for n := 1; n <= MaxCycles; n++ {
 		res := e.Cycle(now)
+		for i := range res.Entries {
+			w := e.workloads[res.Entries[i].Workload.Key]
+			fp -= w.hash
+			w.hash = e.hashPending(w)
+			fp += w.hash
+		}
 		if len(res.Admitted) > 0 {
-			seen = map[uint64]bool{e.fingerprint(): true}
+			seen = map[uint64]bool{fp: true}
 			continue
 		}
-		fp := e.fingerprint()
 		if seen[fp] {
 			return n
 		}
@@ -80,30 +89,31 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 // fingerprint hashes what the next cycle depends on: which pending
 // workloads are in a heap or parked, and their retry state.
 func (e *Engine) fingerprint() uint64 {
-	h := fnv.New64a()
-	var buf []byte
-	keys := make([]string, 0, len(e.workloads))
-	for k, w := range e.workloads {
-		if w.Status == Pending {
-			keys = append(keys, k)
-		}
+	var sum uint64
+	for _, w := range e.workloads {
+		w.hash = e.hashPending(w)
+		sum += w.hash
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		w := e.workloads[k]
-		buf = append(buf[:0], k...)
-		buf = append(buf, 0)
-		if q := e.queues.Lookup(w.Info.ClusterQueue); q != nil && q.Parked(k) {
-			buf = append(buf, 'p')
-		}
-		if t := w.Info.LastTried; t != nil {
-			for _, ps := range t.Index {
-				for _, r := range slices.Sorted(maps.Keys(ps)) {
-					buf = append(buf, r...)
-					buf = append(buf, byte(ps[r]+2))
-				}
-				buf = append(buf, ';')
+	return sum
+}
+
+func (e *Engine) hashPending(w *Workload) uint64 {
+	if w.Status != Pending {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(w.Info.Key))
+	if q := e.queues.Lookup(w.queuedIn); q != nil && q.Parked(w.Info.Key) {
+		h.Write([]byte{0, 'p'})
+	}
+	if t := w.Info.LastTried; t != nil {
+		var buf []byte
+		for _, ps := range t.Index {
+			for _, r := range slices.Sorted(maps.Keys(ps)) {
+				buf = append(buf, r...)
+				buf = append(buf, byte(ps[r]+2))
 			}
+			buf = append(buf, ';')
 		}
 		h.Write(buf)
 	}

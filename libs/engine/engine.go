@@ -44,6 +44,8 @@ type Workload struct {
 	Evictions int
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
 	queuedIn string
+	// hash is its share of the quiescence fingerprint.
+	hash uint64
 }
 
 // Engine holds the whole admission state.

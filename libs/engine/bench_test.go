@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// loadedEngine builds the benchmark world: cqs ClusterQueues in cohorts of
+// cqs/cohorts, two flavors each (on-demand then spot), and n pending
+// workloads with mixed sizes and priorities, spread over the queues.
+func loadedEngine(tb testing.TB, cqs, cohorts, n int, seed uint64) *Engine {
+	tb.Helper()
+	e := New()
+	must := func(_ Action, err error) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for _, f := range []string{"on-demand", "spot"} {
+		must(e.Apply(&api.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: f}}, t0))
+	}
+	for i := range cqs {
+		cq := &api.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cq-%d", i)}}
+		cq.Spec.Cohort = fmt.Sprintf("cohort-%d", i%cohorts)
+		cq.Spec.NamespaceSelector = &metav1.LabelSelector{}
+		cq.Spec.QueueingStrategy = api.BestEffortFIFO
+		rg := api.ResourceGroup{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}}
+		for _, f := range []string{"on-demand", "spot"} {
+			bl := resource.MustParse("20")
+			rg.Flavors = append(rg.Flavors, api.FlavorQuotas{Name: f, Resources: []api.ResourceQuota{
+				{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("40"), BorrowingLimit: &bl},
+				{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("160Gi")},
+			}})
+		}
+		cq.Spec.ResourceGroups = []api.ResourceGroup{rg}
+		must(e.Apply(cq, t0))
+		must(e.Apply(&api.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "lq", Namespace: fmt.Sprintf("ns-%d", i)},
+			Spec: api.LocalQueueSpec{ClusterQueue: cq.Name}}, t0))
+	}
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for i := range n {
+		cpu := resource.MustParse(fmt.Sprintf("%d", 1+rng.IntN(4)))
+		prio := int32(rng.IntN(4) * 100)
+		wl := &api.Workload{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("wl-%d", i), Namespace: fmt.Sprintf("ns-%d", rng.IntN(cqs))}}
+		wl.Spec.QueueName = "lq"
+		wl.Spec.Priority = &prio
+		wl.Spec.PodSets = []api.PodSet{{Name: "main", Count: 1, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse("2Gi")}}}}}}}}
+		if _, err := e.Submit(wl, t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return e
+}
+
+// BenchmarkScheduleToQuiescence schedules 10,000 pending workloads across
+// 50 ClusterQueues in 10 cohorts with 2 flavors and mixed priorities.
+func BenchmarkScheduleToQuiescence(b *testing.B) {
+	var admissions, cycles int
+	var mallocs uint64
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		e := loadedEngine(b, 50, 10, 10_000, 1)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		b.StartTimer()
+		cycles += e.RunToQuiescence(t0)
+		b.StopTimer()
+		elapsed += time.Since(start)
+		runtime.ReadMemStats(&after)
+		mallocs += after.Mallocs - before.Mallocs
+		for _, w := range e.Workloads() {
+			if w.Status == Admitted {
+				admissions++
+			}
+		}
+		b.StartTimer()
+	}
+	if admissions == 0 {
+		b.Fatal("nothing admitted")
+	}
+	b.ReportMetric(float64(admissions)/elapsed.Seconds(), "admissions/s")
+	b.ReportMetric(float64(mallocs)/float64(admissions), "allocs/admission")
+	b.ReportMetric(float64(admissions)/float64(b.N), "admitted/run")
+	b.ReportMetric(float64(cycles)/float64(b.N), "cycles/run")
+}
