@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
-	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/queue"
+	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 

@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func wl(key string, prio int32, ms int) *scheduler.Workload {
+	return &scheduler.Workload{Key: key, ClusterQueue: "cq", Priority: prio,
+		QueueTime: t0.Add(time.Duration(ms) * time.Millisecond), NamespaceLabels: labels.Set{}}
+}
+
+func TestQueueOrder(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []*scheduler.Workload
+		want []string
+	}{
+		{"higher priority first", []*scheduler.Workload{wl("a/low", 0, 0), wl("a/high", 10, 5)}, []string{"a/high", "a/low"}},
+		{"earlier queue time first among equal priority", []*scheduler.Workload{wl("a/late", 5, 9), wl("a/early", 5, 1)}, []string{"a/early", "a/late"}},
+		{"negative priority after default", []*scheduler.Workload{wl("a/neg", -1, 0), wl("a/zero", 0, 1)}, []string{"a/zero", "a/neg"}},
+		{"key breaks an exact tie", []*scheduler.Workload{wl("a/b", 1, 3), wl("a/a", 1, 3)}, []string{"a/a", "a/b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewManager()
+			q := m.Queue("cq")
+			q.Active = true
+			for _, w := range tc.in {
+				m.Push(&Entry{Workload: w}, true, t0)
+			}
+			var got []string
+			for range tc.in {
+				heads := m.Heads()
+				got = append(got, heads[0].Key)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("pop order (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestRequeueParksOrRetries pins kueue-semantics §4.3: where a head that
+// was not admitted goes, per strategy and reason.
+func TestRequeueParksOrRetries(t *testing.T) {
+	cases := []struct {
+		name       string
+		strategy   api.QueueingStrategy
+		reason     scheduler.RequeueReason
+		pendingFlv bool
+		wantParked bool
+	}{
+		{"best effort: no fit parks", api.BestEffortFIFO, scheduler.RequeueGeneric, false, true},
+		{"best effort: skipped in cycle retries", api.BestEffortFIFO, scheduler.RequeueFailedAfterNomination, false, false},
+		{"best effort: pending preemption retries", api.BestEffortFIFO, scheduler.RequeuePendingPreemption, false, false},
+		{"best effort: untried flavors retry", api.BestEffortFIFO, scheduler.RequeueGeneric, true, false},
+		{"best effort: namespace mismatch parks", api.BestEffortFIFO, scheduler.RequeueNamespaceMismatch, false, true},
+		{"strict: no fit retries (blocks the queue)", api.StrictFIFO, scheduler.RequeueGeneric, false, false},
+		{"strict: namespace mismatch parks", api.StrictFIFO, scheduler.RequeueNamespaceMismatch, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewManager()
+			q := m.Queue("cq")
+			q.Active, q.Strategy = true, tc.strategy
+			w := wl("a/w", 0, 0)
+			m.Push(&Entry{Workload: w}, true, t0)
+			m.Heads()
+			if tc.pendingFlv {
+				w.LastTried = &scheduler.TriedFlavors{Index: nil}
+				w.LastTried.Index = append(w.LastTried.Index, map[corev1.ResourceName]int{"cpu": 0})
+			}
+			m.Requeue(&Entry{Workload: w}, tc.reason, t0)
+			if got := q.Parked("a/w"); got != tc.wantParked {
+				t.Errorf("parked = %v, want %v", got, tc.wantParked)
+			}
+			if q.Len() != 1 {
+				t.Errorf("queue holds %d workloads, want 1", q.Len())
+			}
+		})
+	}
+}
+
+// TestQueueInadmissibleWakesTheCohort: a release in one queue retries the
+// parked workloads of every queue of its cohort, and no other.
+func TestQueueInadmissibleWakesTheCohort(t *testing.T) {
+	m := NewManager()
+	for _, n := range []struct{ name, cohort string }{{"a", "c"}, {"b", "c"}, {"x", ""}} {
+		q := m.Queue(n.name)
+		q.Active, q.Cohort, q.Strategy, q.Selector = true, n.cohort, api.BestEffortFIFO, labels.Everything()
+		w := wl(n.name+"/w", 0, 0)
+		w.ClusterQueue = n.name
+		m.Push(&Entry{Workload: w}, true, t0)
+	}
+	for _, w := range m.Heads() {
+		m.Requeue(&Entry{Workload: w}, scheduler.RequeueGeneric, t0)
+	}
+	m.QueueInadmissible("a", t0)
+	got := map[string]bool{}
+	for _, n := range []string{"a", "b", "x"} {
+		got[n] = m.Lookup(n).Parked(n + "/w")
+	}
+	if d := cmp.Diff(map[string]bool{"a": false, "b": false, "x": true}, got); d != "" {
+		t.Errorf("parked after QueueInadmissible(a) (-want +got):\n%s", d)
+	}
+}
