@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
 
-.PHONY: build test unit conformance fuzz bench lint fmt vet
+.PHONY: build run test unit conformance fuzz bench lint fmt vet
 
 build:
 	@mkdir -p $(BIN)
@@ -37,3 +37,7 @@ fmt:
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+## run: simulate the public scenarios (the services arrive with `jqctl dev`).
+run: build
+	@for f in conformance/kueue-public/*.yaml; do echo "== $$f"; $(BIN)/jqctl simulate $$f || true; done

@@ -3,10 +3,9 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/engine"
@@ -252,47 +251,65 @@ func (s *sim) checkpoint(step int) Checkpoint {
 	return cp
 }
 
-// compare checks one expect against the observed checkpoint.
+// compare checks one expect against the observed checkpoint. The diffs
+// are plain text so that they read the same in every version.
 func compare(step int, ex *Expect, got Checkpoint) []string {
 	var out []string
-	diff := func(what string, want, have any) {
-		if d := cmp.Diff(want, have); d != "" {
-			out = append(out, fmt.Sprintf("steps[%d].expect.%s mismatch (-want +got):\n%s", step, what, d))
+	at := func(what string) string { return fmt.Sprintf("steps[%d].expect.%s", step, what) }
+	set := func(what string, want, have []string) {
+		if missing, extra := setDiff(want, have); len(missing)+len(extra) > 0 {
+			out = append(out, fmt.Sprintf("%s: want %v, got %v (missing %v, unexpected %v)", at(what), want, have, missing, extra))
 		}
 	}
 	if ex.hasAdmitted {
-		diff("admitted (workloads)", sortedKeys(ex.Admitted), sortedKeys(got.Admitted))
+		set("admitted", sortedKeys(ex.Admitted), sortedKeys(got.Admitted))
 		for _, key := range sortedKeys(ex.Admitted) {
 			have, ok := got.Admitted[key]
 			if !ok {
 				continue
 			}
-			for ps, res := range ex.Admitted[key] {
-				diff(fmt.Sprintf("admitted[%s].%s", key, ps), res, pick(have[ps], res))
+			for _, ps := range sortedKeys(ex.Admitted[key]) {
+				want := ex.Admitted[key][ps]
+				if pick := pick(have[ps], want); !maps.Equal(pick, want) {
+					out = append(out, fmt.Sprintf("%s: want %v, got %v", at(fmt.Sprintf("admitted[%s].%s", key, ps)), want, have[ps]))
+				}
 			}
 		}
 	}
 	sorted := func(p *[]string) []string { v := slices.Clone(*p); slices.Sort(v); return v }
 	if ex.Pending != nil {
-		diff("pending", sorted(ex.Pending), got.Pending)
+		set("pending", sorted(ex.Pending), got.Pending)
 	}
 	if ex.Inactive != nil {
-		diff("inactive", sorted(ex.Inactive), got.Inactive)
+		set("inactive", sorted(ex.Inactive), got.Inactive)
 	}
 	if ex.Finished != nil {
-		diff("finished", sorted(ex.Finished), got.Finished)
+		set("finished", sorted(ex.Finished), got.Finished)
 	}
-	if ex.hasEvicted {
-		want := ex.Evicted
-		if want == nil {
-			want = map[string]string{}
-		}
-		diff("evicted", want, got.Evicted)
+	if ex.hasEvicted && !maps.Equal(ex.Evicted, got.Evicted) && len(ex.Evicted)+len(got.Evicted) > 0 {
+		out = append(out, fmt.Sprintf("%s: want %v, got %v", at("evicted"), ex.Evicted, got.Evicted))
 	}
 	for _, key := range sortedKeys(ex.PodCounts) {
-		diff(fmt.Sprintf("podCounts[%s]", key), ex.PodCounts[key], got.podCounts[key])
+		if !maps.Equal(ex.PodCounts[key], got.podCounts[key]) {
+			out = append(out, fmt.Sprintf("%s: want %v, got %v", at("podCounts["+key+"]"), ex.PodCounts[key], got.podCounts[key]))
+		}
 	}
 	return out
+}
+
+// setDiff returns what want has that have lacks, and the reverse.
+func setDiff(want, have []string) (missing, extra []string) {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			missing = append(missing, w)
+		}
+	}
+	for _, h := range have {
+		if !slices.Contains(want, h) {
+			extra = append(extra, h)
+		}
+	}
+	return missing, extra
 }
 
 // pick keeps the resources the expectation names, so that an expectation
