@@ -34,7 +34,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 			return Unchanged, nil
 		}
 		e.flavors[o.Name] = o
-		e.recompile(now, func(cq *api.ClusterQueue) bool { return usesFlavor(cq, o.Name) })
+		e.requeue(e.recompile(), now)
 		return created(old == nil), nil
 	case *api.ClusterQueue:
 		old := e.clusterQueues[o.Name]
@@ -53,7 +53,8 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 			oldCohort = old.Spec.Cohort
 		}
 		e.clusterQueues[o.Name] = o
-		e.recompile(now, func(cq *api.ClusterQueue) bool { return cq.Name == o.Name })
+		e.recompile()
+		e.queues.QueueInadmissible(o.Name, now)
 		if oldCohort != "" && oldCohort != o.Spec.Cohort {
 			e.requeueCohort(oldCohort, now)
 		}
@@ -102,14 +103,14 @@ func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error
 			return ErrNotFound
 		}
 		delete(e.flavors, name)
-		e.recompile(now, func(cq *api.ClusterQueue) bool { return usesFlavor(cq, name) })
+		e.requeue(e.recompile(), now)
 	case api.KindClusterQueue:
 		old := e.clusterQueues[name]
 		if old == nil {
 			return ErrNotFound
 		}
 		delete(e.clusterQueues, name)
-		e.recompile(now, func(*api.ClusterQueue) bool { return false })
+		e.recompile()
 		if old.Spec.Cohort != "" {
 			e.requeueCohort(old.Spec.Cohort, now)
 		}
@@ -144,20 +145,10 @@ func created(isNew bool) Action {
 	return Updated
 }
 
-func usesFlavor(cq *api.ClusterQueue, flavor string) bool {
-	for _, rg := range cq.Spec.ResourceGroups {
-		for _, f := range rg.Flavors {
-			if f.Name == flavor {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// recompile rebuilds the scheduler view of every ClusterQueue and re-queues
-// the parked workloads of the queues touched says are affected.
-func (e *Engine) recompile(now time.Time, touched func(*api.ClusterQueue) bool) {
+// recompile rebuilds the scheduler view of every ClusterQueue and returns
+// the queues that became active, which is what re-queues parked workloads
+// after a ResourceFlavor change (Kueue's cache.updateClusterQueues).
+func (e *Engine) recompile() []string {
 	for name := range e.compiled {
 		if e.clusterQueues[name] == nil {
 			delete(e.compiled, name)
@@ -165,21 +156,30 @@ func (e *Engine) recompile(now time.Time, touched func(*api.ClusterQueue) bool) 
 			e.queues.Queue(name).Active = false
 		}
 	}
-	for name, cq := range e.clusterQueues {
+	var activated []string
+	for _, name := range sortedKeys(e.clusterQueues) {
+		cq := e.clusterQueues[name]
+		_, existed := e.compiled[name]
+		wasInactive := e.inactive[name] != ""
 		c, why := compile(cq, e.flavors)
 		e.compiled[name] = c
 		if why != "" {
 			e.inactive[name] = why
 		} else {
 			delete(e.inactive, name)
+			if existed && wasInactive {
+				activated = append(activated, name)
+			}
 		}
 		q := e.queues.Queue(name)
 		q.Cohort, q.Strategy, q.Selector, q.Active = cq.Spec.Cohort, cq.Spec.QueueingStrategy, c.NamespaceSelector, why == ""
 	}
-	for _, name := range sortedKeys(e.clusterQueues) {
-		if touched(e.clusterQueues[name]) {
-			e.queues.QueueInadmissible(name, now)
-		}
+	return activated
+}
+
+func (e *Engine) requeue(queues []string, now time.Time) {
+	for _, name := range queues {
+		e.queues.QueueInadmissible(name, now)
 	}
 }
 
@@ -271,6 +271,10 @@ func (e *Engine) Snapshot() *scheduler.Snapshot {
 		st := e.state(name)
 		cq.Generation = st.generation
 		cq.Usage = st.total.Clone()
+		cq.Admitted = make([]*scheduler.AdmittedWorkload, 0, len(st.admitted))
+		for _, w := range st.admitted {
+			cq.Admitted = append(cq.Admitted, w.record)
+		}
 		s.ClusterQueues[name] = &cq
 		cohortOf[name] = e.clusterQueues[name].Spec.Cohort
 	}

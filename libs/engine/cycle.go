@@ -34,6 +34,10 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 			res.Admitted = append(res.Admitted, w.Info.Key)
 			continue
 		}
+		for _, t := range en.Targets {
+			e.evict(e.workloads[t.Workload.Key], Eviction{Reason: EvictedByPreemption,
+				Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
+		}
 		w.Reason = en.Reason
 		w.Info.LastTried = en.Tried
 		e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
@@ -51,6 +55,24 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.AdmittedAt = now
 	w.Reason = nil
 	w.Info.LastTried = nil
+	w.record = admittedRecord(w)
+}
+
+func admittedRecord(w *Workload) *scheduler.AdmittedWorkload {
+	return &scheduler.AdmittedWorkload{Key: w.Info.Key, UID: w.Info.UID, ClusterQueue: w.Admission.ClusterQueue,
+		Priority: w.Info.Priority, QueueTime: w.Info.Created, AdmittedAt: w.AdmittedAt, Usage: w.Admission.Usage}
+}
+
+// evict takes a workload's quota away and sends it back to its queue. A
+// preempted workload keeps its creation time as its place in the queue.
+func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
+	e.release(w, now)
+	w.Status = Pending
+	w.Evictions++
+	w.Info.LastTried = nil
+	ev.Key, ev.At = w.Info.Key, now
+	e.evictions = append(e.evictions, ev)
+	e.route(w, now)
 }
 
 // MaxCycles bounds RunToQuiescence; reaching it means a bug, not a load.

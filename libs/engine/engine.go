@@ -42,6 +42,8 @@ type Workload struct {
 	Reason *scheduler.Reason
 	// Evictions counts how often it lost its quota.
 	Evictions int
+	// record is its entry among its queue's admitted workloads.
+	record *scheduler.AdmittedWorkload
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
 	queuedIn string
 	// hash is its share of the quiescence fingerprint.
@@ -64,6 +66,31 @@ type Engine struct {
 
 	workloads map[string]*Workload
 	queues    *queue.Manager
+	evictions []Eviction
+}
+
+// Eviction records a workload losing its quota.
+type Eviction struct {
+	Key    string `json:"workload"`
+	Reason string `json:"reason"`
+	// Preemptor, PreemptorCQ and Kind say who preempted it and on what
+	// grounds, for reason Preempted.
+	Preemptor   string                   `json:"preemptor,omitempty"`
+	PreemptorCQ string                   `json:"preemptorClusterQueue,omitempty"`
+	Kind        scheduler.PreemptionKind `json:"kind,omitempty"`
+	At          time.Time                `json:"at"`
+}
+
+// Eviction reasons (Kueue's Evicted condition reasons).
+const (
+	EvictedByPreemption = "Preempted"
+)
+
+// DrainEvictions returns the evictions since the last call.
+func (e *Engine) DrainEvictions() []Eviction {
+	out := e.evictions
+	e.evictions = nil
+	return out
 }
 
 // cqState is the runtime side of a ClusterQueue; it outlives the spec so a

@@ -163,6 +163,7 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
 	w.Admission = nil
+	w.record = nil
 	e.queues.QueueInadmissible(cq, now)
 }
 
@@ -189,5 +190,9 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		return nil
 	}
 	w.Info = &info
+	if w.Status == Admitted {
+		// Its protection against preemption changes at once.
+		w.record = admittedRecord(w)
+	}
 	return nil
 }

@@ -42,9 +42,13 @@ type Entry struct {
 	Reason *Reason
 	// Tried is the retry state to keep with the workload (nil clears it).
 	Tried *TriedFlavors
+	// Targets are the victims this entry preempts; it is admitted in a
+	// later cycle, once they have released their quota.
+	Targets []Target
 
 	nominated bool
 	skipped   bool
+	targets   []Target
 }
 
 // Admission renders an admitted entry's assignment.
@@ -92,6 +96,7 @@ func Schedule(s *Snapshot, heads []*Workload) []Entry {
 
 	cycleUsage := map[string]quota.Usage{}
 	cohortsDone := map[string]bool{}
+	targeted := map[string]bool{}
 	for i := range entries {
 		e := &entries[i]
 		if !e.nominated {
@@ -117,6 +122,28 @@ func Schedule(s *Snapshot, heads []*Workload) []Entry {
 			cycleUsage[co.Name].Add(toReserve(e, cq))
 		}
 		if mode != Fit {
+			if len(e.targets) == 0 {
+				continue
+			}
+			// Two preemptors must never count on the same victim.
+			if slices.ContainsFunc(e.targets, func(t Target) bool { return targeted[t.Workload.Key] }) {
+				e.skipped = true
+				e.Tried = nil
+				e.Reason = &Reason{Token: CohortContention, Message: "other workloads in the cohort were prioritized"}
+				continue
+			}
+			for _, t := range e.targets {
+				targeted[t.Workload.Key] = true
+			}
+			e.Targets = e.targets
+			e.Tried = nil
+			e.Requeue = RequeuePendingPreemption
+			e.Reason = &Reason{Token: WaitingForPreemptedWorkloads, PodSet: e.Reason.PodSet, Resource: e.Reason.Resource,
+				Flavor: e.Reason.Flavor, Cohort: e.Reason.Cohort, Shortfall: e.Reason.Shortfall,
+				Message: fmt.Sprintf("%s. Pending the preemption of %d workload(s)", e.Reason.Message, len(e.targets))}
+			if cq.Cohort != nil {
+				cohortsDone[cq.Cohort.Name] = true
+			}
 			continue
 		}
 		e.Outcome = Admitted
@@ -174,7 +201,7 @@ func nominate(s *Snapshot, wl *Workload) Entry {
 		e.Reason = &Reason{Token: Misconfigured, Message: wl.Misconfigured}
 	default:
 		e.nominated = true
-		e.Assignment = assignments(s, cq, wl)
+		e.Assignment, e.targets = assignments(s, cq, wl)
 		e.Tried = &e.Assignment.Tried
 		if e.Assignment.Mode() != Fit {
 			e.Reason = assignmentReason(&e.Assignment, cq)
@@ -183,20 +210,40 @@ func nominate(s *Snapshot, wl *Workload) Entry {
 	return e
 }
 
-// assignments is the full-size assignment, or with partial admission the
-// largest pod counts that fit (Kueue's getAssignments and PodSetReducer).
-func assignments(s *Snapshot, cq *ClusterQueue, wl *Workload) Assignment {
+// assignments is the full-size assignment with its preemption targets,
+// or with partial admission the largest pod counts that fit or can fit
+// by preemption (Kueue's getAssignments and PodSetReducer).
+func assignments(s *Snapshot, cq *ClusterQueue, wl *Workload) (Assignment, []Target) {
 	full := assignFlavors(s, cq, wl, nil)
-	if full.Mode() == Fit || !partiallyAdmissible(wl) {
-		return full
+	var targets []Target
+	switch full.Mode() {
+	case Fit:
+		return full, nil
+	case Preempt:
+		targets = preemptionTargets(s, cq, wl, &full)
 	}
-	if a, ok := reduceCounts(wl, func(counts []int32) (Assignment, bool) {
+	if len(targets) > 0 || !partiallyAdmissible(wl) {
+		return full, targets
+	}
+	type candidate struct {
+		a       Assignment
+		targets []Target
+	}
+	if c, ok := reduceCounts(wl, func(counts []int32) (candidate, bool) {
 		a := assignFlavors(s, cq, wl, counts)
-		return a, a.Mode() == Fit
+		switch a.Mode() {
+		case Fit:
+			return candidate{a: a}, true
+		case Preempt:
+			if t := preemptionTargets(s, cq, wl, &a); len(t) > 0 {
+				return candidate{a: a, targets: t}, true
+			}
+		}
+		return candidate{}, false
 	}); ok {
-		return a
+		return c.a, c.targets
 	}
-	return full
+	return full, nil
 }
 
 func partiallyAdmissible(wl *Workload) bool {
@@ -211,7 +258,7 @@ func partiallyAdmissible(wl *Workload) bool {
 // reduceCounts binary-searches the pod counts between full size and the
 // minCounts, shrinking every variable podSet in proportion, for the
 // largest counts that fit.
-func reduceCounts(wl *Workload, fits func([]int32) (Assignment, bool)) (Assignment, bool) {
+func reduceCounts[R any](wl *Workload, fits func([]int32) (R, bool)) (R, bool) {
 	full := make([]int32, len(wl.PodSets))
 	deltas := make([]int64, len(wl.PodSets))
 	var total int64
@@ -222,10 +269,10 @@ func reduceCounts(wl *Workload, fits func([]int32) (Assignment, bool)) (Assignme
 		}
 		total += deltas[i]
 	}
+	var good R
 	if total == 0 {
-		return Assignment{}, false
+		return good, false
 	}
-	var good Assignment
 	goodIdx := -1
 	counts := make([]int32, len(full))
 	idx := sort.Search(int(total)+1, func(i int) bool {

@@ -54,6 +54,9 @@ type ClusterQueue struct {
 	// tried-flavor state of pending workloads (KEP-582).
 	Generation int64
 	Usage      quota.Usage
+	// Admitted are the workloads holding quota here, in no particular
+	// order: preemption sorts its candidates totally.
+	Admitted []*AdmittedWorkload
 }
 
 // Cohort is the pool its active members share (KEP-1224 arithmetic).

@@ -36,27 +36,7 @@ func Unsupported(sc *Scenario) error {
 	if c := sc.Configuration; c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable {
 		return fmt.Errorf("configuration.waitForPodsReady: %w", ErrUnsupported)
 	}
-	check := func(where string, objs []api.Object) error {
-		for i, o := range objs {
-			cq, ok := o.(*api.ClusterQueue)
-			if !ok || cq.Spec.Preemption == nil {
-				continue
-			}
-			p := cq.Spec.Preemption
-			if p.WithinClusterQueue != api.PreemptionNever || p.ReclaimWithinCohort != api.PreemptionNever ||
-				(p.BorrowWithinCohort != nil && p.BorrowWithinCohort.Policy != api.BorrowWithinCohortNever) {
-				return fmt.Errorf("%s[%d] (ClusterQueue %s) spec.preemption: %w", where, i, cq.Name, ErrUnsupported)
-			}
-		}
-		return nil
-	}
-	if err := check("objects", sc.Objects); err != nil {
-		return err
-	}
 	for i, st := range sc.Steps {
-		if err := check(fmt.Sprintf("steps[%d].apply", i), st.Apply); err != nil {
-			return err
-		}
 		if st.PodsReady != nil {
 			return fmt.Errorf("steps[%d].podsReady: %w", i, ErrUnsupported)
 		}
@@ -96,6 +76,9 @@ func Run(sc *Scenario) (*Result, error) {
 			return nil, fmt.Errorf("steps[%d]: %w", i, err)
 		}
 		s.eng.RunToQuiescence(s.now)
+		for _, ev := range s.eng.DrainEvictions() {
+			s.evicted[ev.Key] = ev.Reason
+		}
 		if st.Expect != nil {
 			cp := s.checkpoint(i)
 			res.Checkpoints = append(res.Checkpoints, cp)

@@ -1,0 +1,317 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
+)
+
+// AdmittedWorkload is a workload holding quota, as preemption sees it.
+type AdmittedWorkload struct {
+	Key          string
+	UID          string
+	ClusterQueue string
+	Priority     int32
+	// QueueTime is its queue-order timestamp, for LowerOrNewerEqualPriority.
+	QueueTime  time.Time
+	AdmittedAt time.Time
+	Usage      quota.Usage
+}
+
+// PreemptionKind says on what grounds a victim was chosen.
+type PreemptionKind string
+
+const (
+	// InClusterQueue: a higher-priority (or older) workload of the same queue.
+	InClusterQueue PreemptionKind = "InClusterQueue"
+	// InCohortReclamation: the victim's queue borrowed quota the preemptor's
+	// queue needs back to reach its nominal quota.
+	InCohortReclamation PreemptionKind = "InCohortReclamation"
+	// InCohortReclaimWhileBorrowing: as above, but the preemptor itself
+	// borrows (borrowWithinCohort).
+	InCohortReclaimWhileBorrowing PreemptionKind = "InCohortReclaimWhileBorrowing"
+)
+
+// Target is one victim of a preemption decision.
+type Target struct {
+	Workload    *AdmittedWorkload
+	Kind        PreemptionKind
+	Preemptor   string
+	PreemptorCQ string
+}
+
+// needsPreemption lists the cells whose assignment mode is Preempt.
+func needsPreemption(a *Assignment) map[quota.FlavorResource]bool {
+	need := map[quota.FlavorResource]bool{}
+	for _, ps := range a.PodSets {
+		for r, c := range ps.Flavors {
+			if c.Mode == Preempt {
+				need[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] = true
+			}
+		}
+	}
+	return need
+}
+
+// preemptionSim is a scratch copy of the usage of the preemptor's queue
+// and its cohort, so candidates can be removed and put back without
+// touching the snapshot.
+type preemptionSim struct {
+	cq       *ClusterQueue
+	usage    map[string]quota.Usage
+	cohortOf quota.Usage
+}
+
+func newPreemptionSim(cq *ClusterQueue) *preemptionSim {
+	s := &preemptionSim{cq: cq, usage: map[string]quota.Usage{cq.Name: cq.Usage.Clone()}}
+	if cq.Cohort != nil {
+		s.cohortOf = cq.Cohort.Used.Clone()
+		for _, m := range cq.Cohort.Members {
+			s.usage[m.Name] = m.Usage.Clone()
+		}
+	}
+	return s
+}
+
+func (s *preemptionSim) member(name string) *ClusterQueue {
+	if name == s.cq.Name || s.cq.Cohort == nil {
+		return s.cq
+	}
+	for _, m := range s.cq.Cohort.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// add adds (sign 1) or removes (sign -1) a workload's usage, keeping the
+// cohort's usage-above-guarantee in step (KEP-1224).
+func (s *preemptionSim) add(w *AdmittedWorkload, sign int64) {
+	m := s.member(w.ClusterQueue)
+	u := s.usage[w.ClusterQueue]
+	for fr, v := range w.Usage {
+		g := m.Limits[fr].Guaranteed()
+		before := max(0, u[fr]-g)
+		u[fr] += sign * v
+		if s.cohortOf != nil {
+			s.cohortOf[fr] += max(0, u[fr]-g) - before
+		}
+	}
+}
+
+// borrowing reports whether a queue uses more than its nominal quota of
+// any needed cell; a cell the queue has no quota for counts as zero.
+func (s *preemptionSim) borrowing(name string, need map[quota.FlavorResource]bool) bool {
+	m := s.member(name)
+	if m == nil || m.Cohort == nil {
+		return false
+	}
+	for fr := range need {
+		if s.usage[name][fr] > m.Limits[fr].Nominal {
+			return true
+		}
+	}
+	return false
+}
+
+// fits is Kueue's workloadFits over the simulated usage.
+func (s *preemptionSim) fits(req quota.Usage, allowBorrowing bool) bool {
+	cq := s.cq
+	u := s.usage[cq.Name]
+	for fr, v := range req {
+		l := cq.Limits[fr]
+		if cq.Cohort == nil || !allowBorrowing {
+			if u[fr]+v > l.Nominal {
+				return false
+			}
+		} else if l.BorrowingLimit != nil && u[fr]+v > l.Nominal+*l.BorrowingLimit {
+			return false
+		}
+		if cq.Cohort != nil {
+			used := s.cohortOf[fr] + min(u[fr], l.Guaranteed())
+			if used+v > cq.requestable(fr) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// underNominal reports whether the queue is below nominal in every cell
+// the workload requests (v0.6.3 #1980: only then may cohort candidates be
+// considered without borrowing).
+func underNominal(req quota.Usage, cq *ClusterQueue) bool {
+	for fr := range req {
+		if cq.Usage[fr] >= cq.Limits[fr].Nominal {
+			return false
+		}
+	}
+	return true
+}
+
+// preemptionTargets chooses the victims that let wl fit with assignment
+// a, or none (Kueue v0.6.3 Preemptor.GetTargets, kueue-semantics §8).
+func preemptionTargets(s *Snapshot, cq *ClusterQueue, wl *Workload, a *Assignment) []Target {
+	need := needsPreemption(a)
+	sim := newPreemptionSim(cq)
+	cands := candidates(sim, cq, wl, need)
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.SortFunc(cands, func(x, y *AdmittedWorkload) int { return candidateOrder(x, y, cq.Name) })
+	var own []*AdmittedWorkload
+	for _, c := range cands {
+		if c.ClusterQueue == cq.Name {
+			own = append(own, c)
+		}
+	}
+	req := a.Usage
+	var victims []*AdmittedWorkload
+	bw := cq.Preemption.BorrowWithinCohort
+	switch {
+	case len(own) == len(cands):
+		victims = minimalPreemptions(sim, req, cands, need, true, nil)
+	case bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever:
+		threshold := wl.Priority
+		if bw.MaxPriorityThreshold != nil && *bw.MaxPriorityThreshold < threshold {
+			threshold = *bw.MaxPriorityThreshold + 1
+		}
+		if !underNominal(req, cq) {
+			cands = slices.DeleteFunc(cands, func(c *AdmittedWorkload) bool {
+				return c.ClusterQueue != cq.Name && c.Priority >= threshold
+			})
+		}
+		victims = minimalPreemptions(sim, req, cands, need, true, &threshold)
+	default:
+		if underNominal(req, cq) {
+			victims = minimalPreemptions(sim, req, cands, need, false, nil)
+		}
+		if len(victims) == 0 {
+			victims = minimalPreemptions(sim, req, own, need, true, nil)
+		}
+	}
+	targets := make([]Target, 0, len(victims))
+	for _, v := range victims {
+		kind := InClusterQueue
+		if v.ClusterQueue != cq.Name {
+			kind = InCohortReclamation
+			if a.Borrowing {
+				kind = InCohortReclaimWhileBorrowing
+			}
+		}
+		targets = append(targets, Target{Workload: v, Kind: kind, Preemptor: wl.Key, PreemptorCQ: cq.Name})
+	}
+	return targets
+}
+
+// candidates lists the admitted workloads that the queue's policies allow
+// to be preempted for wl and that use a needed cell.
+func candidates(sim *preemptionSim, cq *ClusterQueue, wl *Workload, need map[quota.FlavorResource]bool) []*AdmittedWorkload {
+	uses := func(c *AdmittedWorkload) bool {
+		for fr, v := range c.Usage {
+			if need[fr] && v > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	var out []*AdmittedWorkload
+	p := cq.Preemption
+	if p.WithinClusterQueue != "" && p.WithinClusterQueue != api.PreemptionNever {
+		newerEqual := p.WithinClusterQueue == api.PreemptionLowerOrNewerEqualPriority
+		for _, c := range cq.Admitted {
+			if c.Priority > wl.Priority {
+				continue
+			}
+			if c.Priority == wl.Priority && !(newerEqual && wl.QueueTime.Before(c.QueueTime)) {
+				continue
+			}
+			if uses(c) {
+				out = append(out, c)
+			}
+		}
+	}
+	if cq.Cohort != nil && p.ReclaimWithinCohort != "" && p.ReclaimWithinCohort != api.PreemptionNever {
+		for _, m := range cq.Cohort.Members {
+			if m == cq || !sim.borrowing(m.Name, need) {
+				continue
+			}
+			for _, c := range m.Admitted {
+				if p.ReclaimWithinCohort == api.PreemptionLowerPriority && c.Priority >= wl.Priority {
+					continue
+				}
+				if uses(c) {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// candidateOrder: other queues' workloads first, then lower priority, then
+// the most recently admitted, then key and UID for a stable order.
+func candidateOrder(a, b *AdmittedWorkload, cq string) int {
+	if aIn, bIn := a.ClusterQueue == cq, b.ClusterQueue == cq; aIn != bIn {
+		if !aIn {
+			return -1
+		}
+		return 1
+	}
+	if a.Priority != b.Priority {
+		return cmp.Compare(a.Priority, b.Priority)
+	}
+	if c := b.AdmittedAt.Compare(a.AdmittedAt); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.UID, b.UID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Key, b.Key)
+}
+
+// minimalPreemptions removes candidates in order until the request fits,
+// then puts back every victim but the last whose return still lets it fit.
+// Borrowing stops being allowed once a cohort candidate at or above the
+// threshold is taken.
+func minimalPreemptions(sim *preemptionSim, req quota.Usage, cands []*AdmittedWorkload,
+	need map[quota.FlavorResource]bool, allowBorrowing bool, threshold *int32) []*AdmittedWorkload {
+	var victims []*AdmittedWorkload
+	fits := false
+	for _, c := range cands {
+		if c.ClusterQueue != sim.cq.Name && !sim.borrowing(c.ClusterQueue, need) {
+			continue
+		}
+		if c.ClusterQueue != sim.cq.Name && threshold != nil && c.Priority >= *threshold {
+			allowBorrowing = false
+		}
+		sim.add(c, -1)
+		victims = append(victims, c)
+		if sim.fits(req, allowBorrowing) {
+			fits = true
+			break
+		}
+	}
+	if !fits {
+		for _, v := range victims {
+			sim.add(v, 1)
+		}
+		return nil
+	}
+	for i := len(victims) - 2; i >= 0; i-- {
+		sim.add(victims[i], 1)
+		if sim.fits(req, allowBorrowing) {
+			victims = slices.Delete(victims, i, i+1)
+		} else {
+			sim.add(victims[i], -1)
+		}
+	}
+	for _, v := range victims {
+		sim.add(v, 1)
+	}
+	return victims
+}
