@@ -73,7 +73,12 @@ func splitYAML(data []byte) [][]byte {
 	return append(docs, data[start:])
 }
 
-func (d *decoder) fail(object, fld, msg string) {
+// fail records an error; the document's position goes into the message
+// unless it already is the Object (nothing better was known).
+func (d *decoder) fail(where, object, fld, msg string) {
+	if object != where {
+		msg = where + ": " + msg
+	}
 	d.errs = append(d.errs, FieldError{Object: object, Field: fld, Message: msg})
 }
 
@@ -81,11 +86,18 @@ func (d *decoder) yamlDocument(n int, doc []byte) {
 	js, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		where := fmt.Sprintf("document %d", n)
+		ref := where
+		if loose, lerr := yaml.YAMLToJSON(doc); lerr == nil {
+			if h, top, herr := readHead(loose); herr == nil {
+				h.kind, _ = stringField(top, "kind")
+				ref = h.ref(where)
+			}
+		}
 		if path := duplicateKeyPath(doc); path != "" {
-			d.fail(where, path, fmt.Sprintf("%s: duplicate field %q", where, path))
+			d.fail(where, ref, path, fmt.Sprintf("duplicate field %q", path))
 			return
 		}
-		d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+		d.fail(where, ref, "", err.Error())
 		return
 	}
 	d.document(n, js)
@@ -101,14 +113,14 @@ func (d *decoder) document(n int, js []byte) {
 	case js[0] == '[':
 		var items []json.RawMessage
 		if err := json.Unmarshal(js, &items); err != nil {
-			d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+			d.fail(where, where, "", err.Error())
 			return
 		}
 		d.items(where, items)
 	case js[0] == '{':
 		d.object(where, js, true)
 	default:
-		d.fail(where, "", where+": must be an object with apiVersion and kind")
+		d.fail(where, where, "", "must be an object with apiVersion and kind")
 	}
 }
 
@@ -117,7 +129,7 @@ func (d *decoder) items(where string, items []json.RawMessage) {
 		item = bytes.TrimSpace(item)
 		w := fmt.Sprintf("%s, items[%d]", where, i)
 		if len(item) == 0 || item[0] != '{' {
-			d.fail(w, "", w+": must be an object with apiVersion and kind")
+			d.fail(w, w, "", "must be an object with apiVersion and kind")
 			continue
 		}
 		d.object(w, item, false)
@@ -179,7 +191,7 @@ func stringField(top map[string]json.RawMessage, key string) (string, bool) {
 func (d *decoder) object(where string, js []byte, allowList bool) {
 	h, top, err := readHead(js)
 	if err != nil {
-		d.fail(where, "", fmt.Sprintf("%s: %v", where, err))
+		d.fail(where, where, "", err.Error())
 		return
 	}
 	var ok1, ok2 bool
@@ -187,13 +199,13 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 	h.kind, ok2 = stringField(top, "kind")
 	switch {
 	case !ok1:
-		d.fail(where, "apiVersion", where+": must be a string")
+		d.fail(where, where, "apiVersion", "must be a string")
 		return
 	case !ok2:
-		d.fail(where, "kind", where+": must be a string")
+		d.fail(where, where, "kind", "must be a string")
 		return
 	case h.kind == "":
-		d.fail(where, "kind", where+": Required value")
+		d.fail(where, where, "kind", "Required value")
 		return
 	}
 	ref := h.ref(where)
@@ -203,24 +215,24 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 	}
 	want, known := kindAPIVersion[h.kind]
 	if !known {
-		d.fail(ref, "kind", fmt.Sprintf("%s: %s %q (apiVersion %q) is not handled by jetqueue; it accepts %s",
-			where, ErrUnsupportedKind, h.kind, h.apiVersion, strings.Join(supportedKinds, ", ")))
+		d.fail(where, ref, "kind", fmt.Sprintf("%s %q (apiVersion %q); jetqueue accepts %s",
+			ErrUnsupportedKind, h.kind, h.apiVersion, strings.Join(supportedKinds, ", ")))
 		return
 	}
 	if h.apiVersion == "" {
-		d.fail(ref, "apiVersion", where+": Required value")
+		d.fail(where, ref, "apiVersion", "Required value")
 		return
 	}
 	if h.apiVersion != want {
-		d.fail(ref, "apiVersion", fmt.Sprintf("%s: Unsupported value: %q: supported values: %q (for kind %s)",
-			where, h.apiVersion, want, h.kind))
+		d.fail(where, ref, "apiVersion", fmt.Sprintf("Unsupported value: %q: supported values: %q (for kind %s)",
+			h.apiVersion, want, h.kind))
 		return
 	}
 	obj := newObject(h.kind)
 	strict, err := sigsjson.UnmarshalStrict(js, obj)
 	if err != nil {
 		fld := locateDecodeError(reflect.TypeOf(obj), js)
-		d.fail(ref, fld, fmt.Sprintf("%s: %v", where, err))
+		d.fail(where, ref, fld, err.Error())
 		return
 	}
 	if len(strict) > 0 {
@@ -229,11 +241,11 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 			if fe, ok := se.(sigsjson.FieldError); ok {
 				fld = fe.FieldPath()
 			}
-			msg := fmt.Sprintf("%s: %v", where, se)
+			msg := se.Error()
 			if h.kind == KindConfiguration && strings.HasPrefix(se.Error(), "unknown field") {
 				msg += "; jetqueue implements only waitForPodsReady of Kueue's Configuration"
 			}
-			d.fail(ref, fld, msg)
+			d.fail(where, ref, fld, msg)
 		}
 		return
 	}
@@ -243,11 +255,11 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 
 func (d *decoder) list(where, ref string, h head, js []byte, allowList bool) {
 	if !allowList {
-		d.fail(ref, "kind", where+": a List may not be nested in a List")
+		d.fail(where, ref, "kind", "a List may not be nested in a List")
 		return
 	}
 	if h.apiVersion != "" && h.apiVersion != "v1" {
-		d.fail(ref, "apiVersion", fmt.Sprintf("%s: Unsupported value: %q: supported values: \"v1\" (for kind List)", where, h.apiVersion))
+		d.fail(where, ref, "apiVersion", fmt.Sprintf("Unsupported value: %q: supported values: \"v1\" (for kind List)", h.apiVersion))
 		return
 	}
 	var l struct {
@@ -261,7 +273,7 @@ func (d *decoder) list(where, ref string, h head, js []byte, allowList bool) {
 		err = strict[0]
 	}
 	if err != nil {
-		d.fail(ref, "", fmt.Sprintf("%s: %v", where, err))
+		d.fail(where, ref, "", err.Error())
 		return
 	}
 	d.items(where, l.Items)
@@ -278,14 +290,8 @@ var kindAPIVersion = map[string]string{
 	KindConfiguration:         ConfigAPIVersion,
 }
 
-var supportedKinds = func() []string {
-	var out []string
-	for k, v := range kindAPIVersion {
-		out = append(out, v+" "+k)
-	}
-	sort.Strings(out)
-	return out
-}()
+var supportedKinds = []string{KindResourceFlavor, KindClusterQueue, KindLocalQueue, KindWorkloadPriorityClass,
+	KindPriorityClass, KindWorkload, KindJob, KindConfiguration}
 
 func newObject(kind string) Object {
 	switch kind {

@@ -85,16 +85,14 @@ func validateMeta(m *metav1.ObjectMeta, namespaced, generateNameOK bool) field.E
 	case !generateNameOK || m.GenerateName == "":
 		errs = append(errs, field.Required(p.Child("name"), ""))
 	}
-	if namespaced {
-		if m.Namespace == "" {
-			errs = append(errs, field.Required(p.Child("namespace"), ""))
-		}
+	switch {
+	case namespaced && m.Namespace == "":
+		errs = append(errs, field.Required(p.Child("namespace"), ""))
+	case namespaced:
 		for _, msg := range validation.IsDNS1123Label(m.Namespace) {
-			if m.Namespace != "" {
-				errs = append(errs, field.Invalid(p.Child("namespace"), m.Namespace, msg))
-			}
+			errs = append(errs, field.Invalid(p.Child("namespace"), m.Namespace, msg))
 		}
-	} else if m.Namespace != "" {
+	case m.Namespace != "":
 		errs = append(errs, field.Forbidden(p.Child("namespace"), "not allowed on this type"))
 	}
 	errs = append(errs, validateLabels(m.Labels, p.Child("labels"))...)
@@ -470,19 +468,27 @@ func validateWorkload(wl *Workload) field.ErrorList {
 	return errs
 }
 
-// validatePodSpec covers what matters for quota: at least one container,
-// non-negative quantities, and no "pods" resource, which the scheduler
-// reserves for its own pod counting (a limit would become a request).
+// validatePodSpec covers what matters for quota, plus the container name the
+// CRD schema requires: at least one container, non-negative quantities, and
+// no "pods" resource, which the scheduler reserves for its own pod counting
+// (a limit would become a request). The rest of the pod spec is not ours to
+// judge; jetqueue does not run pods.
 func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(spec.Containers) == 0 {
 		errs = append(errs, field.Required(p.Child("containers"), ""))
 	}
-	for i := range spec.InitContainers {
-		errs = append(errs, validateContainerResources(&spec.InitContainers[i].Resources, p.Child("initContainers").Index(i).Child("resources"))...)
-	}
-	for i := range spec.Containers {
-		errs = append(errs, validateContainerResources(&spec.Containers[i].Resources, p.Child("containers").Index(i).Child("resources"))...)
+	for _, group := range []struct {
+		name string
+		cs   []corev1.Container
+	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
+		for i := range group.cs {
+			cp := p.Child(group.name).Index(i)
+			if group.cs[i].Name == "" {
+				errs = append(errs, field.Required(cp.Child("name"), ""))
+			}
+			errs = append(errs, validateContainerResources(&group.cs[i].Resources, cp.Child("resources"))...)
+		}
 	}
 	for _, name := range sortedKeys(spec.Overhead) {
 		errs = append(errs, nonNegative(spec.Overhead[name], p.Child("overhead").Key(string(name)))...)
