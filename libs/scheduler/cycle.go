@@ -220,7 +220,7 @@ func assignments(s *Snapshot, cq *ClusterQueue, wl *Workload) (Assignment, []Tar
 	case Fit:
 		return full, nil
 	case Preempt:
-		targets = preemptionTargets(s, cq, wl, &full)
+		targets = preemptionTargets(cq, wl, &full)
 	}
 	if len(targets) > 0 || !partiallyAdmissible(wl) {
 		return full, targets
@@ -235,7 +235,7 @@ func assignments(s *Snapshot, cq *ClusterQueue, wl *Workload) (Assignment, []Tar
 		case Fit:
 			return candidate{a: a}, true
 		case Preempt:
-			if t := preemptionTargets(s, cq, wl, &a); len(t) > 0 {
+			if t := preemptionTargets(cq, wl, &a); len(t) > 0 {
 				return candidate{a: a, targets: t}, true
 			}
 		}

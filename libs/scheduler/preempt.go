@@ -155,45 +155,8 @@ func underNominal(req quota.Usage, cq *ClusterQueue) bool {
 
 // preemptionTargets chooses the victims that let wl fit with assignment
 // a, or none (Kueue v0.6.3 Preemptor.GetTargets, kueue-semantics §8).
-func preemptionTargets(s *Snapshot, cq *ClusterQueue, wl *Workload, a *Assignment) []Target {
-	need := needsPreemption(a)
-	sim := newPreemptionSim(cq)
-	cands := candidates(sim, cq, wl, need)
-	if len(cands) == 0 {
-		return nil
-	}
-	slices.SortFunc(cands, func(x, y *AdmittedWorkload) int { return candidateOrder(x, y, cq.Name) })
-	var own []*AdmittedWorkload
-	for _, c := range cands {
-		if c.ClusterQueue == cq.Name {
-			own = append(own, c)
-		}
-	}
-	req := a.Usage
-	var victims []*AdmittedWorkload
-	bw := cq.Preemption.BorrowWithinCohort
-	switch {
-	case len(own) == len(cands):
-		victims = minimalPreemptions(sim, req, cands, need, true, nil)
-	case bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever:
-		threshold := wl.Priority
-		if bw.MaxPriorityThreshold != nil && *bw.MaxPriorityThreshold < threshold {
-			threshold = *bw.MaxPriorityThreshold + 1
-		}
-		if !underNominal(req, cq) {
-			cands = slices.DeleteFunc(cands, func(c *AdmittedWorkload) bool {
-				return c.ClusterQueue != cq.Name && c.Priority >= threshold
-			})
-		}
-		victims = minimalPreemptions(sim, req, cands, need, true, &threshold)
-	default:
-		if underNominal(req, cq) {
-			victims = minimalPreemptions(sim, req, cands, need, false, nil)
-		}
-		if len(victims) == 0 {
-			victims = minimalPreemptions(sim, req, own, need, true, nil)
-		}
-	}
+func preemptionTargets(cq *ClusterQueue, wl *Workload, a *Assignment) []Target {
+	victims, _ := chooseVictims(cq, wl, a)
 	targets := make([]Target, 0, len(victims))
 	for _, v := range victims {
 		kind := InClusterQueue
@@ -206,6 +169,47 @@ func preemptionTargets(s *Snapshot, cq *ClusterQueue, wl *Workload, a *Assignmen
 		targets = append(targets, Target{Workload: v, Kind: kind, Preemptor: wl.Key, PreemptorCQ: cq.Name})
 	}
 	return targets
+}
+
+// chooseVictims returns the victims and whether the preemptor was allowed
+// to borrow when they were chosen.
+func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWorkload, bool) {
+	need := needsPreemption(a)
+	sim := newPreemptionSim(cq)
+	cands := candidates(sim, cq, wl, need)
+	if len(cands) == 0 {
+		return nil, false
+	}
+	slices.SortFunc(cands, func(x, y *AdmittedWorkload) int { return candidateOrder(x, y, cq.Name) })
+	var own []*AdmittedWorkload
+	for _, c := range cands {
+		if c.ClusterQueue == cq.Name {
+			own = append(own, c)
+		}
+	}
+	req := a.Usage
+	bw := cq.Preemption.BorrowWithinCohort
+	switch {
+	case len(own) == len(cands):
+		return minimalPreemptions(sim, req, cands, need, true, nil)
+	case bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever:
+		threshold := wl.Priority
+		if bw.MaxPriorityThreshold != nil && *bw.MaxPriorityThreshold < threshold {
+			threshold = *bw.MaxPriorityThreshold + 1
+		}
+		if !underNominal(req, cq) {
+			cands = slices.DeleteFunc(cands, func(c *AdmittedWorkload) bool {
+				return c.ClusterQueue != cq.Name && c.Priority >= threshold
+			})
+		}
+		return minimalPreemptions(sim, req, cands, need, true, &threshold)
+	}
+	if underNominal(req, cq) {
+		if v, allow := minimalPreemptions(sim, req, cands, need, false, nil); len(v) > 0 {
+			return v, allow
+		}
+	}
+	return minimalPreemptions(sim, req, own, need, true, nil)
 }
 
 // candidates lists the admitted workloads that the queue's policies allow
@@ -279,7 +283,7 @@ func candidateOrder(a, b *AdmittedWorkload, cq string) int {
 // Borrowing stops being allowed once a cohort candidate at or above the
 // threshold is taken.
 func minimalPreemptions(sim *preemptionSim, req quota.Usage, cands []*AdmittedWorkload,
-	need map[quota.FlavorResource]bool, allowBorrowing bool, threshold *int32) []*AdmittedWorkload {
+	need map[quota.FlavorResource]bool, allowBorrowing bool, threshold *int32) ([]*AdmittedWorkload, bool) {
 	var victims []*AdmittedWorkload
 	fits := false
 	for _, c := range cands {
@@ -300,7 +304,7 @@ func minimalPreemptions(sim *preemptionSim, req quota.Usage, cands []*AdmittedWo
 		for _, v := range victims {
 			sim.add(v, 1)
 		}
-		return nil
+		return nil, false
 	}
 	for i := len(victims) - 2; i >= 0; i-- {
 		sim.add(victims[i], 1)
@@ -313,5 +317,5 @@ func minimalPreemptions(sim *preemptionSim, req quota.Usage, cands []*AdmittedWo
 	for _, v := range victims {
 		sim.add(v, 1)
 	}
-	return victims
+	return victims, allowBorrowing
 }
