@@ -20,7 +20,7 @@ for each expect step and once at the end, the observed state as one JSON line.
 Mismatches are printed to stderr as (-want +got) diffs.
 
 Exit status: 0 when every check passes, 1 on any mismatch, 2 when a file is
-malformed or needs a feature that is not supported yet.`,
+malformed (the message names the step and field).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			code := 0
@@ -57,6 +57,9 @@ func simulateFile(path string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 			return 2
 		}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", path, w)
 	}
 	for _, m := range res.Mismatches {
 		fmt.Fprintf(stderr, "%s: %s\n", path, m)

@@ -25,7 +25,8 @@ func TestSimulateOutput(t *testing.T) {
 		{"mismatch prints a diff and exits 1", "testdata/mismatch.yaml", 1},
 		{"malformed step exits 2 naming the step and field", "testdata/malformed.yaml", 2},
 		{"unknown top-level key exits 2", "testdata/unknown-key.yaml", 2},
-		{"unsupported feature exits 2", "../../conformance/kueue-public/74-podsready-timeout-requeue.yaml", 2},
+		{"timers fire during advance", "../../conformance/kueue-public/74-podsready-timeout-requeue.yaml", 0},
+		{"podsReady for a workload without quota warns", "testdata/podsready-pending.yaml", 0},
 		{"accepted reject is a mismatch", "testdata/reject-accepted.yaml", 1},
 	}
 	for _, tc := range cases {

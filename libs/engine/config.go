@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/podsready"
 	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
@@ -86,6 +87,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 	case *api.Configuration:
 		old := e.config
 		e.config = o
+		e.podsReady = podsready.FromAPI(o)
 		if old != nil && equality.Semantic.DeepEqual(old, o) {
 			return Unchanged, nil
 		}

@@ -19,19 +19,42 @@ type CycleResult struct {
 
 // Cycle runs one scheduling cycle: pop the heads, decide over a snapshot,
 // apply the decisions.
+//
+// While blockAdmission holds a head and some admitted workload is not
+// PodsReady, no cycle runs at all; once the block lifts, the held head is
+// admitted first with the assignment it was given.
 func (e *Engine) Cycle(now time.Time) CycleResult {
+	var res CycleResult
+	if p := e.pinned; p != nil {
+		if e.notReady() {
+			return res
+		}
+		e.pinned = nil
+		e.admit(p.w, p.ad, now)
+		res.Admitted = append(res.Admitted, p.w.Info.Key)
+	}
 	heads := e.queues.Heads()
 	if len(heads) == 0 {
-		return CycleResult{}
+		return res
 	}
-	entries := scheduler.Schedule(e.Snapshot(), heads)
-	res := CycleResult{Heads: len(heads), Entries: entries}
+	opts := scheduler.Options{BlockAdmission: e.podsReady.Enable && e.podsReady.BlockAdmission}
+	if opts.BlockAdmission {
+		opts.NotReady = e.notReady()
+	}
+	entries := scheduler.Schedule(e.Snapshot(), heads, opts)
+	res.Heads, res.Entries = len(heads), entries
 	for i := range entries {
 		en := &entries[i]
 		w := e.workloads[en.Workload.Key]
-		if en.Outcome == scheduler.Admitted {
+		switch en.Outcome {
+		case scheduler.Admitted:
 			e.admit(w, en.Admission(), now)
 			res.Admitted = append(res.Admitted, w.Info.Key)
+			continue
+		case scheduler.Blocked:
+			w.queuedIn = ""
+			w.Reason = en.Reason
+			e.pinned = &pinnedEntry{w: w, ad: en.Admission()}
 			continue
 		}
 		for _, t := range en.Targets {
@@ -54,8 +77,24 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
+	w.PodsReady = false
 	w.Info.LastTried = nil
 	w.record = admittedRecord(w)
+}
+
+// notReady reports whether some admitted workload waits for PodsReady.
+func (e *Engine) notReady() bool {
+	if !e.podsReady.Enable {
+		return false
+	}
+	for _, st := range e.usage {
+		for _, w := range st.admitted {
+			if !w.PodsReady {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func admittedRecord(w *Workload) *scheduler.AdmittedWorkload {
@@ -70,6 +109,7 @@ func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
 	w.Status = Pending
 	w.Evictions++
 	w.Info.LastTried = nil
+	w.Info.QueueTime = w.Info.Created
 	ev.Key, ev.At = w.Info.Key, now
 	e.evictions = append(e.evictions, ev)
 	e.route(w, now)

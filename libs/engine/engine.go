@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/podsready"
 	"github.com/jetqueue/jetqueue/libs/queue"
 	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
@@ -42,6 +43,12 @@ type Workload struct {
 	Reason *scheduler.Reason
 	// Evictions counts how often it lost its quota.
 	Evictions int
+	// PodsReady is set while admitted once all its pods are ready.
+	PodsReady bool
+	// RequeueCount and RequeueAt are KEP-349's requeue state: how often it
+	// timed out waiting for PodsReady, and when it may queue again.
+	RequeueCount int32
+	RequeueAt    time.Time
 	// record is its entry among its queue's admitted workloads.
 	record *scheduler.AdmittedWorkload
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
@@ -67,6 +74,15 @@ type Engine struct {
 	workloads map[string]*Workload
 	queues    *queue.Manager
 	evictions []Eviction
+	podsReady podsready.Config
+	// pinned is the head that blockAdmission holds, with the admission it
+	// gets once every admitted workload is PodsReady.
+	pinned *pinnedEntry
+}
+
+type pinnedEntry struct {
+	w  *Workload
+	ad scheduler.Admission
 }
 
 // Eviction records a workload losing its quota.
@@ -83,7 +99,9 @@ type Eviction struct {
 
 // Eviction reasons (Kueue's Evicted condition reasons).
 const (
-	EvictedByPreemption = "Preempted"
+	EvictedByPreemption       = "Preempted"
+	EvictedByPodsReadyTimeout = "PodsReadyTimeout"
+	EvictedByDeactivation     = "InactiveWorkload"
 )
 
 // DrainEvictions returns the evictions since the last call.

@@ -162,7 +162,7 @@ func TestScheduleDoesNotMutateSnapshot(t *testing.T) {
 		snap := e.Snapshot()
 		before := quotaState(snap)
 		heads := e.queues.Heads()
-		scheduler.Schedule(snap, heads)
+		scheduler.Schedule(snap, heads, scheduler.Options{})
 		if d := cmp.Diff(before, quotaState(snap)); d != "" {
 			t.Fatalf("seed %d: Schedule mutated its snapshot (-before +after):\n%s", seed, d)
 		}

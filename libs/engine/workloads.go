@@ -101,7 +101,7 @@ func (e *Engine) target(wl *api.Workload) (string, *scheduler.Reason) {
 func (e *Engine) reroute(now time.Time) {
 	for _, key := range sortedKeys(e.workloads) {
 		w := e.workloads[key]
-		if w.Status != Pending {
+		if w.Status != Pending || e.waitingBackoff(w) || e.pinned != nil && e.pinned.w == w {
 			continue
 		}
 		cq, reason := e.target(w.Object)
@@ -143,6 +143,9 @@ func (e *Engine) Delete(key string, now time.Time) error {
 
 // leave takes a workload out of its queue or releases its quota.
 func (e *Engine) leave(w *Workload, now time.Time) {
+	if e.pinned != nil && e.pinned.w == w {
+		e.pinned = nil
+	}
 	switch w.Status {
 	case Pending:
 		if w.queuedIn != "" {
@@ -164,6 +167,7 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	st.generation++
 	w.Admission = nil
 	w.record = nil
+	w.PodsReady = false
 	e.queues.QueueInadmissible(cq, now)
 }
 

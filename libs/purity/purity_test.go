@@ -17,6 +17,7 @@ var decisionPackages = []string{
 	"github.com/jetqueue/jetqueue/libs/scheduler",
 	"github.com/jetqueue/jetqueue/libs/engine",
 	"github.com/jetqueue/jetqueue/libs/sim",
+	"github.com/jetqueue/jetqueue/libs/podsready",
 }
 
 // ioPackages may not appear anywhere in the core's dependency graph.

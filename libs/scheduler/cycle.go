@@ -30,7 +30,19 @@ const (
 	NotAdmitted Outcome = iota
 	// Admitted: the head reserves quota with its Assignment.
 	Admitted
+	// Blocked: the head would be admitted but blockAdmission holds every
+	// admission until the admitted workloads are PodsReady; it keeps its
+	// place and is admitted with this Assignment once the block lifts.
+	Blocked
 )
+
+// Options are the cycle-wide switches of the configuration.
+type Options struct {
+	// BlockAdmission is waitForPodsReady.blockAdmission.
+	BlockAdmission bool
+	// NotReady says some admitted workload is not PodsReady yet.
+	NotReady bool
+}
 
 // Entry is one head's decision in a cycle.
 type Entry struct {
@@ -87,7 +99,7 @@ type PodSetAdmission struct {
 // walks them granting quota, at most one admission per cohort when they
 // compete for the same cells. It reads nothing else and changes nothing;
 // the caller applies the returned entries.
-func Schedule(s *Snapshot, heads []*Workload) []Entry {
+func Schedule(s *Snapshot, heads []*Workload, opts Options) []Entry {
 	entries := make([]Entry, 0, len(heads))
 	for _, wl := range heads {
 		entries = append(entries, nominate(s, wl))
@@ -97,9 +109,16 @@ func Schedule(s *Snapshot, heads []*Workload) []Entry {
 	cycleUsage := map[string]quota.Usage{}
 	cohortsDone := map[string]bool{}
 	targeted := map[string]bool{}
+	blocked := opts.BlockAdmission && opts.NotReady
+	stopped := false
 	for i := range entries {
 		e := &entries[i]
-		if !e.nominated {
+		if stopped && e.nominated {
+			// An earlier entry waits for PodsReady: this one is tried again
+			// in a later cycle, as Kueue resumes the cycle after its wait.
+			e.Requeue = RequeueFailedAfterNomination
+		}
+		if stopped || !e.nominated {
 			continue
 		}
 		mode := e.Assignment.Mode()
@@ -146,11 +165,19 @@ func Schedule(s *Snapshot, heads []*Workload) []Entry {
 			}
 			continue
 		}
-		e.Outcome = Admitted
-		e.Reason = nil
 		if cq.Cohort != nil {
 			cohortsDone[cq.Cohort.Name] = true
 		}
+		if blocked {
+			e.Outcome = Blocked
+			e.Reason = &Reason{Token: WaitingForPodsReady,
+				Message: "waiting for all admitted workloads to be in PodsReady condition"}
+			stopped = true
+			continue
+		}
+		e.Outcome = Admitted
+		e.Reason = nil
+		blocked = opts.BlockAdmission
 	}
 	for i := range entries {
 		e := &entries[i]

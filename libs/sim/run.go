@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -28,20 +29,9 @@ type Result struct {
 	Checkpoints []Checkpoint
 	// Mismatches are readable diffs, one per failed check.
 	Mismatches []string
-}
-
-// Unsupported reports the first feature of the scenario that the core does
-// not implement yet, so that it fails loudly instead of passing silently.
-func Unsupported(sc *Scenario) error {
-	if c := sc.Configuration; c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable {
-		return fmt.Errorf("configuration.waitForPodsReady: %w", ErrUnsupported)
-	}
-	for i, st := range sc.Steps {
-		if st.PodsReady != nil {
-			return fmt.Errorf("steps[%d].podsReady: %w", i, ErrUnsupported)
-		}
-	}
-	return nil
+	// Warnings are steps that were ignored, such as podsReady for a
+	// workload that holds no quota.
+	Warnings []string
 }
 
 // sim is one run's state.
@@ -50,14 +40,29 @@ type sim struct {
 	now         time.Time
 	lastCreated time.Time
 	evicted     map[string]string
+	warnings    []string
+}
+
+// advance moves the clock to target, firing every timer due on the way at
+// its own instant, each followed by scheduling to quiescence.
+func (s *sim) advance(target time.Time) {
+	for {
+		t, ok := s.eng.NextTimer()
+		if !ok || t.After(target) {
+			break
+		}
+		if t.After(s.now) {
+			s.now = t
+		}
+		s.eng.FireTimers(s.now)
+		s.eng.RunToQuiescence(s.now)
+	}
+	s.now = target
 }
 
 // Run executes a parsed scenario. An error means the scenario could not be
 // run (malformed or unsupported); mismatches are in the result.
 func Run(sc *Scenario) (*Result, error) {
-	if err := Unsupported(sc); err != nil {
-		return nil, err
-	}
 	s := &sim{eng: engine.New(), now: Start, evicted: map[string]string{}}
 	if sc.Configuration != nil {
 		if _, err := s.eng.Apply(sc.Configuration, s.now); err != nil {
@@ -87,6 +92,7 @@ func Run(sc *Scenario) (*Result, error) {
 		}
 	}
 	res.Checkpoints = append(res.Checkpoints, s.checkpoint(len(sc.Steps)))
+	res.Warnings = s.warnings
 	return res, nil
 }
 
@@ -125,8 +131,16 @@ func (s *sim) step(i int, st Step, res *Result) error {
 				return fmt.Errorf("setPriority %s: %w: %v", k, ErrMalformed, err)
 			}
 		}
+	case st.PodsReady != nil:
+		for _, k := range st.PodsReady {
+			if err := s.eng.PodsReady(k); errors.Is(err, engine.ErrNotAdmitted) {
+				s.warnings = append(s.warnings, fmt.Sprintf("steps[%d].podsReady: %v; ignored", i, err))
+			} else if err != nil {
+				return fmt.Errorf("podsReady %s: %w: %v", k, ErrMalformed, err)
+			}
+		}
 	case st.Advance != nil:
-		s.now = s.now.Add(*st.Advance)
+		s.advance(s.now.Add(*st.Advance))
 	case st.Reject != nil:
 		for j, d := range st.Reject {
 			if err := s.rejects(d); err == nil {

@@ -21,8 +21,6 @@ var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // ErrMalformed marks a scenario that cannot be run as written.
 var ErrMalformed = errors.New("malformed scenario")
 
-// ErrUnsupported marks a scenario that needs behaviour not implemented yet.
-var ErrUnsupported = errors.New("not supported yet")
 
 // Scenario is one parsed scenario file.
 type Scenario struct {
