@@ -21,7 +21,6 @@ var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // ErrMalformed marks a scenario that cannot be run as written.
 var ErrMalformed = errors.New("malformed scenario")
 
-
 // Scenario is one parsed scenario file.
 type Scenario struct {
 	Name          string
