@@ -1,0 +1,48 @@
+// Package testenv starts the real infrastructure tests run against: an
+// embedded nats-server with JetStream, and a PostgreSQL database (from
+// DATABASE_URL, else a throwaway local cluster made with initdb). Nothing
+// here is a mock.
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// NATS starts an embedded nats-server with JetStream on a random port,
+// storing in a temporary directory, and returns it; it is shut down when
+// the test ends.
+func NATS(tb testing.TB) *server.Server {
+	tb.Helper()
+	srv, err := StartNATS(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// StartNATS starts an embedded JetStream server storing under dir, on a
+// random local port. The caller shuts it down.
+func StartNATS(dir string) (*server.Server, error) {
+	opts := &server.Options{
+		Host:      "127.0.0.1",
+		Port:      server.RANDOM_PORT,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errNotReady
+	}
+	return srv, nil
+}
