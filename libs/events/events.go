@@ -1,0 +1,297 @@
+// Package events is the catalog of everything that happens in jetqueue:
+// the event types, their versioned JSON payloads, the subjects they are
+// published on and the stream that orders them. One place, so that the
+// services, the projector and the tests agree.
+//
+// The workload state machine the events describe:
+//
+//	              WorkloadSubmitted
+//	                     │
+//	                     ▼
+//	┌───────────────▶ pending ◀──────────────┐ Requeued (backoff over)
+//	│                 │  │  ▲ Inadmissible   │
+//	│   QuotaReserved │  │  └─(reason)       │
+//	│                 ▼  │                   │
+//	│             admitted ──Evicted─────────┘ (Preempted: at once;
+//	│              │  │  │                      PodsReadyTimeout: after backoff)
+//	│    PodsReady │  │  └──Deactivated──▶ inactive (backoffLimitCount spent)
+//	│              ▼  │
+//	│    (ready)──────┴──WorkloadFinished──▶ finished
+//	│
+//	└── PriorityChanged (any non-final state); WorkloadDeleted ends any state.
+//
+// Config events (ConfigApplied, ConfigDeleted) share the stream, so that
+// replaying JQ_EVENTS from the start rebuilds every decision in order.
+package events
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Stream is the one totally ordered stream of config and workload events.
+const Stream = "JQ_EVENTS"
+
+// SubjectRoot prefixes every event subject.
+const SubjectRoot = "jq.ev"
+
+// Subjects the stream captures.
+var StreamSubjects = []string{SubjectRoot + ".>"}
+
+// Token encodes a user string as one subject token: names may hold dots,
+// and subjects must never carry raw user input. Base64url without padding
+// uses only letters, digits, '-' and '_'; the empty string becomes "~".
+func Token(s string) string {
+	if s == "" {
+		return "~"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// ParseToken reverses Token.
+func ParseToken(tok string) (string, error) {
+	if tok == "~" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return "", fmt.Errorf("subject token %q: %w", tok, err)
+	}
+	return string(b), nil
+}
+
+// WorkloadSubject is the subject of every event about one workload, so
+// that its history is one subject and its writers can be fenced on it.
+func WorkloadSubject(namespace, name string) string {
+	return strings.Join([]string{SubjectRoot, "wl", Token(namespace), Token(name)}, ".")
+}
+
+// ConfigSubject is the subject of one configuration object.
+func ConfigSubject(kind, namespace, name string) string {
+	return strings.Join([]string{SubjectRoot, "cfg", Token(kind), Token(namespace), Token(name)}, ".")
+}
+
+// Type is a CloudEvents type; the suffix is the payload version.
+type Type string
+
+const (
+	ConfigApplied       Type = "io.jetqueue.config.applied.v1"
+	ConfigDeleted       Type = "io.jetqueue.config.deleted.v1"
+	WorkloadSubmitted   Type = "io.jetqueue.workload.submitted.v1"
+	PriorityChanged     Type = "io.jetqueue.workload.prioritychanged.v1"
+	WorkloadDeleted     Type = "io.jetqueue.workload.deleted.v1"
+	WorkloadFinished    Type = "io.jetqueue.workload.finished.v1"
+	PodsReady           Type = "io.jetqueue.workload.podsready.v1"
+	QuotaReserved       Type = "io.jetqueue.workload.quotareserved.v1"
+	Inadmissible        Type = "io.jetqueue.workload.inadmissible.v1"
+	PreemptionRequested Type = "io.jetqueue.workload.preemptionrequested.v1"
+	Evicted             Type = "io.jetqueue.workload.evicted.v1"
+	Requeued            Type = "io.jetqueue.workload.requeued.v1"
+	Deactivated         Type = "io.jetqueue.workload.deactivated.v1"
+	Placed              Type = "io.jetqueue.workload.placed.v1"
+)
+
+// Event is one CloudEvent: attributes travel as ce-* headers, the payload
+// as the body. ID doubles as Nats-Msg-Id, so a resubmitted event is
+// deduplicated by JetStream.
+type Event struct {
+	ID      string
+	Type    Type
+	Source  string
+	Time    time.Time
+	Subject string
+	Data    any
+}
+
+// CloudEvents header names (binary content mode).
+const (
+	HeaderSpecVersion = "ce-specversion"
+	HeaderID          = "ce-id"
+	HeaderType        = "ce-type"
+	HeaderSource      = "ce-source"
+	HeaderTime        = "ce-time"
+	HeaderSubject     = "ce-subject"
+)
+
+// Headers renders the CloudEvents attributes.
+func (e Event) Headers() map[string]string {
+	return map[string]string{
+		HeaderSpecVersion: "1.0",
+		HeaderID:          e.ID,
+		HeaderType:        string(e.Type),
+		HeaderSource:      e.Source,
+		HeaderTime:        e.Time.UTC().Format(time.RFC3339Nano),
+		HeaderSubject:     e.Subject,
+	}
+}
+
+// Body encodes the payload.
+func (e Event) Body() ([]byte, error) { return json.Marshal(e.Data) }
+
+// Parse rebuilds an event from its headers and body, decoding the payload
+// into the type its ce-type names.
+func Parse(header func(string) string, body []byte) (Event, error) {
+	e := Event{ID: header(HeaderID), Type: Type(header(HeaderType)), Source: header(HeaderSource), Subject: header(HeaderSubject)}
+	if v := header(HeaderSpecVersion); v != "1.0" {
+		return e, fmt.Errorf("event %s: ce-specversion %q, want 1.0", e.ID, v)
+	}
+	if e.ID == "" {
+		return e, fmt.Errorf("event without ce-id")
+	}
+	t, err := time.Parse(time.RFC3339Nano, header(HeaderTime))
+	if err != nil {
+		return e, fmt.Errorf("event %s: ce-time: %w", e.ID, err)
+	}
+	e.Time = t
+	newPayload, ok := payloads[e.Type]
+	if !ok {
+		return e, fmt.Errorf("event %s: unknown ce-type %q", e.ID, e.Type)
+	}
+	p := newPayload()
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return e, fmt.Errorf("event %s (%s): %w", e.ID, e.Type, err)
+	}
+	e.Data = p
+	return e, nil
+}
+
+// payloads maps each type to a constructor of its payload.
+var payloads = map[Type]func() any{
+	ConfigApplied:       func() any { return new(ConfigAppliedData) },
+	ConfigDeleted:       func() any { return new(ConfigRef) },
+	WorkloadSubmitted:   func() any { return new(WorkloadSubmittedData) },
+	PriorityChanged:     func() any { return new(PriorityChangedData) },
+	WorkloadDeleted:     func() any { return new(WorkloadRef) },
+	WorkloadFinished:    func() any { return new(WorkloadFinishedData) },
+	PodsReady:           func() any { return new(WorkloadRef) },
+	QuotaReserved:       func() any { return new(QuotaReservedData) },
+	Inadmissible:        func() any { return new(InadmissibleData) },
+	PreemptionRequested: func() any { return new(PreemptionRequestedData) },
+	Evicted:             func() any { return new(EvictedData) },
+	Requeued:            func() any { return new(RequeuedData) },
+	Deactivated:         func() any { return new(WorkloadRef) },
+	Placed:              func() any { return new(PlacedData) },
+}
+
+// Types lists every event type, for docs and tests.
+func Types() []Type {
+	out := make([]Type, 0, len(payloads))
+	for t := range payloads {
+		out = append(out, t)
+	}
+	return out
+}
+
+// ConfigRef names a configuration object.
+type ConfigRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// ConfigAppliedData carries the applied manifest as JSON, exactly as
+// decoded and defaulted, so that replays apply the same object.
+type ConfigAppliedData struct {
+	ConfigRef
+	Object json.RawMessage `json:"object"`
+}
+
+// WorkloadRef names a workload.
+type WorkloadRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// WorkloadSubmittedData carries the workload (a Job is converted first)
+// and its creation time, which orders it in its queue.
+type WorkloadSubmittedData struct {
+	WorkloadRef
+	Workload  json.RawMessage `json:"workload"`
+	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// PriorityChangedData is a new spec.priority.
+type PriorityChangedData struct {
+	WorkloadRef
+	Priority int32 `json:"priority"`
+}
+
+// WorkloadFinishedData records that the job finished.
+type WorkloadFinishedData struct {
+	WorkloadRef
+	Succeeded bool `json:"succeeded"`
+}
+
+// QuotaReservedData is an admission: the ClusterQueue, the flavor of each
+// podSet's resources and the admitted pod counts.
+type QuotaReservedData struct {
+	WorkloadRef
+	Admission scheduler.Admission `json:"admission"`
+}
+
+// InadmissibleData is why a workload waits; published when it changes.
+type InadmissibleData struct {
+	WorkloadRef
+	Reason scheduler.Reason `json:"reason"`
+}
+
+// PreemptionRequestedData asks the preemptor to evict victims for a
+// workload.
+type PreemptionRequestedData struct {
+	WorkloadRef
+	ClusterQueue string   `json:"clusterQueue"`
+	Victims      []Victim `json:"victims"`
+}
+
+// Victim is one workload chosen for preemption.
+type Victim struct {
+	WorkloadRef
+	ClusterQueue string                   `json:"clusterQueue"`
+	Kind         scheduler.PreemptionKind `json:"kind"`
+}
+
+// EvictedData is a workload losing its quota; for reason Preempted it says
+// by whom and on what grounds.
+type EvictedData struct {
+	WorkloadRef
+	Reason      string                   `json:"reason"`
+	Preemptor   *WorkloadRef             `json:"preemptor,omitempty"`
+	PreemptorCQ string                   `json:"preemptorClusterQueue,omitempty"`
+	Kind        scheduler.PreemptionKind `json:"kind,omitempty"`
+}
+
+// RequeuedData says when a timed-out workload may queue again.
+type RequeuedData struct {
+	WorkloadRef
+	Count int32     `json:"count"`
+	Until time.Time `json:"until"`
+}
+
+// PlacedData is the scorer's node ranking for an admitted workload.
+type PlacedData struct {
+	WorkloadRef
+	PodSets []PodSetPlacement `json:"podSets"`
+}
+
+// PodSetPlacement is the chosen nodes of one podSet, or why none fit.
+type PodSetPlacement struct {
+	Name   string      `json:"name"`
+	Nodes  []NodeScore `json:"nodes,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+	Filter string      `json:"filter,omitempty"`
+}
+
+// NodeScore is one pod's node and its scores.
+type NodeScore struct {
+	Node    string `json:"node"`
+	FitPlus int64  `json:"fitPlus"`
+	Scarce  int64  `json:"scarce"`
+	Total   int64  `json:"total"`
+}

@@ -1,0 +1,118 @@
+package events
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+var validToken = regexp.MustCompile(`^[A-Za-z0-9_~-]+$`)
+
+func TestTokenIsSubjectSafeAndReversible(t *testing.T) {
+	for _, s := range []string{"team-a", "my.job.v2", "", "a b*c>d", "ünïcode", "x/y"} {
+		tok := Token(s)
+		if !validToken.MatchString(tok) {
+			t.Errorf("Token(%q) = %q is not a safe subject token", s, tok)
+		}
+		back, err := ParseToken(tok)
+		if err != nil || back != s {
+			t.Errorf("ParseToken(Token(%q)) = %q, %v", s, back, err)
+		}
+	}
+}
+
+func TestSubjectsHaveFixedShape(t *testing.T) {
+	cases := map[string]int{
+		WorkloadSubject("team.a", "job.1"):          5,
+		ConfigSubject("ClusterQueue", "", "cq.gpu"): 6,
+	}
+	for subj, tokens := range cases {
+		if got := len(strings.Split(subj, ".")); got != tokens {
+			t.Errorf("%s has %d tokens, want %d", subj, got, tokens)
+		}
+	}
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestEveryTypeRoundTrips encodes one event of each type and parses it
+// back from headers and body.
+func TestEveryTypeRoundTrips(t *testing.T) {
+	ref := WorkloadRef{Namespace: "team-a", Name: "w"}
+	samples := map[Type]any{
+		ConfigApplied:     &ConfigAppliedData{ConfigRef: ConfigRef{Kind: "ClusterQueue", Name: "cq"}, Object: json.RawMessage(`{"kind":"ClusterQueue"}`)},
+		ConfigDeleted:     &ConfigRef{Kind: "LocalQueue", Namespace: "team-a", Name: "lq"},
+		WorkloadSubmitted: &WorkloadSubmittedData{WorkloadRef: ref, Workload: json.RawMessage(`{"kind":"Workload"}`), CreatedAt: t0},
+		PriorityChanged:   &PriorityChangedData{WorkloadRef: ref, Priority: 7},
+		WorkloadDeleted:   &ref,
+		WorkloadFinished:  &WorkloadFinishedData{WorkloadRef: ref, Succeeded: true},
+		PodsReady:         &ref,
+		QuotaReserved: &QuotaReservedData{WorkloadRef: ref, Admission: scheduler.Admission{ClusterQueue: "cq",
+			PodSets: []scheduler.PodSetAdmission{{Name: "main", Count: 3, Flavors: map[corev1.ResourceName]string{"cpu": "f"},
+				Usage: map[corev1.ResourceName]int64{"cpu": 3000}}}}},
+		Inadmissible:        &InadmissibleData{WorkloadRef: ref, Reason: scheduler.Reason{Token: scheduler.WaitingForQuota, Flavor: "f", Resource: "cpu", Shortfall: 1000, Message: "m"}},
+		PreemptionRequested: &PreemptionRequestedData{WorkloadRef: ref, ClusterQueue: "cq", Victims: []Victim{{WorkloadRef: WorkloadRef{"team-b", "v"}, ClusterQueue: "cq-b", Kind: scheduler.InCohortReclamation}}},
+		Evicted:             &EvictedData{WorkloadRef: ref, Reason: "Preempted", Preemptor: &WorkloadRef{"team-b", "p"}, PreemptorCQ: "cq-b", Kind: scheduler.InClusterQueue},
+		Requeued:            &RequeuedData{WorkloadRef: ref, Count: 2, Until: t0.Add(time.Minute)},
+		Deactivated:         &ref,
+		Placed:              &PlacedData{WorkloadRef: ref, PodSets: []PodSetPlacement{{Name: "main", Nodes: []NodeScore{{Node: "n1", FitPlus: 72, Scarce: 100, Total: 172}}}}},
+	}
+	if len(samples) != len(payloads) {
+		t.Fatalf("%d samples for %d types", len(samples), len(payloads))
+	}
+	for typ, data := range samples {
+		t.Run(string(typ), func(t *testing.T) {
+			ev := Event{ID: "id-1", Type: typ, Source: "test", Time: t0, Subject: "jq.ev.x", Data: data}
+			body, err := ev.Body()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := ev.Headers()
+			got, err := Parse(func(k string) string { return h[k] }, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(ev, got); d != "" {
+				t.Errorf("(-sent +parsed):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestParseRefusesBadEvents(t *testing.T) {
+	good := Event{ID: "x", Type: PodsReady, Source: "s", Time: t0, Data: &WorkloadRef{"a", "b"}}.Headers()
+	cases := []struct {
+		name   string
+		header map[string]string
+		body   string
+		want   string
+	}{
+		{"unknown type", with(good, HeaderType, "io.jetqueue.nope.v1"), `{}`, "unknown ce-type"},
+		{"unknown field", good, `{"namespace":"a","name":"b","extra":1}`, "unknown field"},
+		{"bad time", with(good, HeaderTime, "yesterday"), `{}`, "ce-time"},
+		{"no id", with(good, HeaderID, ""), `{}`, "without ce-id"},
+		{"wrong spec version", with(good, HeaderSpecVersion, "0.3"), `{}`, "specversion"},
+	}
+	for _, tc := range cases {
+		_, err := Parse(func(k string) string { return tc.header[k] }, []byte(tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to mention %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func with(h map[string]string, k, v string) map[string]string {
+	out := map[string]string{}
+	for a, b := range h {
+		out[a] = b
+	}
+	out[k] = v
+	return out
+}
