@@ -1,0 +1,110 @@
+// Package bus is jetqueue's JetStream plumbing: connecting, declaring the
+// event stream, publishing events deduplicated and fenced, and the
+// single-active lease. Services use it; the decision core never does.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/events"
+)
+
+// Connect dials NATS with endless reconnects, so a broker restart is a
+// pause rather than an outage, and a bounded drain on close.
+func Connect(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DrainTimeout(10*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// StreamOptions are the operator's knobs of JQ_EVENTS.
+type StreamOptions struct {
+	Replicas int
+	MaxAge   time.Duration // 0 keeps events forever
+	// Duplicates is JetStream's dedupe window for Nats-Msg-Id.
+	Duplicates time.Duration
+}
+
+// EnsureStream creates JQ_EVENTS or brings its configuration up to date;
+// it is safe to call from every service at start.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (jetstream.Stream, error) {
+	cfg := jetstream.StreamConfig{
+		Name:        events.Stream,
+		Description: "jetqueue config and workload events, totally ordered",
+		Subjects:    events.StreamSubjects,
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    max(o.Replicas, 1),
+		MaxAge:      o.MaxAge,
+		Duplicates:  o.Duplicates,
+		AllowDirect: true,
+	}
+	if cfg.Duplicates == 0 {
+		cfg.Duplicates = 2 * time.Minute
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", events.Stream, err)
+	}
+	return s, nil
+}
+
+// ErrConflict means the subject moved on since the writer last read it:
+// re-read and re-decide.
+var ErrConflict = errors.New("wrong last subject sequence")
+
+// Codes JetStream uses for a failed Nats-Expected-Last-Subject-Sequence:
+// 10071 on a single replica, 10164 on a replicated stream.
+const (
+	codeWrongLastSequence         jetstream.ErrorCode = 10071
+	codeWrongLastSequenceConstant jetstream.ErrorCode = 10164
+)
+
+// Publish sends one event with its ce-* headers and Nats-Msg-Id = ce-id.
+// With expectLast set, the publish succeeds only if the last message on the
+// event's subject has that sequence (0: the subject is empty); otherwise it
+// returns ErrConflict. It returns the stream sequence and whether JetStream
+// dropped it as a duplicate of an earlier publish with the same id.
+func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expectLast *uint64) (seq uint64, duplicate bool, err error) {
+	body, err := ev.Body()
+	if err != nil {
+		return 0, false, fmt.Errorf("encode %s: %w", ev.Type, err)
+	}
+	msg := nats.NewMsg(ev.Subject)
+	msg.Data = body
+	for k, v := range ev.Headers() {
+		msg.Header.Set(k, v)
+	}
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(ev.ID)}
+	if expectLast != nil {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(*expectLast))
+	}
+	ack, err := js.PublishMsg(ctx, msg, opts...)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
+			return 0, false, fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, ErrConflict)
+		}
+		return 0, false, fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, err)
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// Decode parses a stream message into an event.
+func Decode(msg jetstream.Msg) (events.Event, error) {
+	h := msg.Headers()
+	return events.Parse(h.Get, msg.Data())
+}

@@ -1,0 +1,93 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/events"
+)
+
+// ConsumerOptions configure a durable pull consumer of JQ_EVENTS.
+type ConsumerOptions struct {
+	Durable string
+	// FilterSubjects narrows the events; empty means all.
+	FilterSubjects []string
+	// MaxDeliver bounds redelivery of a message that keeps failing, so a
+	// poison event cannot stall a service forever.
+	MaxDeliver int
+	AckWait    time.Duration
+}
+
+// EnsureConsumer creates or updates a durable pull consumer with explicit
+// acks, delivering from the start of the stream on first creation.
+func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable:        o.Durable,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxDeliver:     o.MaxDeliver,
+		AckWait:        o.AckWait,
+		FilterSubjects: o.FilterSubjects,
+	}
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = 5
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", o.Durable, err)
+	}
+	return c, nil
+}
+
+// Handler processes one event; an error makes JetStream redeliver it (up to
+// MaxDeliver), a nil ack acknowledges it.
+type Handler func(ctx context.Context, seq uint64, ev events.Event) error
+
+// Consume fetches batches from c and hands each message to h in order,
+// acknowledging it when h succeeds. It returns when ctx ends.
+func Consume(ctx context.Context, c jetstream.Consumer, batch int, h Handler) error {
+	for ctx.Err() == nil {
+		msgs, err := c.Fetch(batch, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fetch: %w", err)
+		}
+		for msg := range msgs.Messages() {
+			meta, err := msg.Metadata()
+			if err != nil {
+				_ = msg.Term()
+				continue
+			}
+			ev, err := Decode(msg)
+			if err != nil {
+				// A malformed event never gets better: stop its redelivery.
+				_ = msg.TermWithReason(err.Error())
+				continue
+			}
+			if err := h(ctx, meta.Sequence.Stream, ev); err != nil {
+				_ = msg.Nak()
+				continue
+			}
+			// The ack outlives ctx: work done during shutdown is still
+			// acknowledged rather than redelivered.
+			actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = msg.DoubleAck(actx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ack %d: %w", meta.Sequence.Stream, err)
+			}
+		}
+		if err := msgs.Error(); err != nil && ctx.Err() == nil && err != jetstream.ErrNoMessages {
+			return fmt.Errorf("fetch: %w", err)
+		}
+	}
+	return nil
+}

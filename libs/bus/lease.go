@@ -1,0 +1,82 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LeaseBucket holds the single-active leases, one key per service shard.
+const LeaseBucket = "JQ_LEASES"
+
+// ErrLeaseHeld means another holder owns the lease.
+var ErrLeaseHeld = errors.New("lease held by another instance")
+
+// ErrLeaseLost means the lease expired or was taken: stop publishing.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Lease is a JetStream-KV lease: the key exists while its holder renews it
+// within the bucket's TTL, and every renewal is a compare-and-swap on the
+// key's revision, so two holders can never both believe they hold it.
+type Lease struct {
+	kv       jetstream.KeyValue
+	key      string
+	holder   string
+	revision uint64
+}
+
+// EnsureLeaseBucket creates the lease bucket with the lease TTL.
+func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1})
+	if err != nil {
+		return nil, fmt.Errorf("ensure lease bucket: %w", err)
+	}
+	return kv, nil
+}
+
+// Acquire takes the lease named key for holder, or returns ErrLeaseHeld.
+func Acquire(ctx context.Context, kv jetstream.KeyValue, key, holder string) (*Lease, error) {
+	rev, err := kv.Create(ctx, key, []byte(holder))
+	if err == nil {
+		return &Lease{kv: kv, key: key, holder: holder, revision: rev}, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, fmt.Errorf("acquire lease %s: %w", key, err)
+	}
+	// A key deleted or purged leaves a marker; Create fails on it only
+	// while a live value exists.
+	entry, gerr := kv.Get(ctx, key)
+	if gerr == nil && string(entry.Value()) == holder {
+		l := &Lease{kv: kv, key: key, holder: holder, revision: entry.Revision()}
+		return l, l.Renew(ctx)
+	}
+	return nil, fmt.Errorf("lease %s: %w", key, ErrLeaseHeld)
+}
+
+// Renew extends the lease; it must run well within the TTL.
+func (l *Lease) Renew(ctx context.Context) error {
+	rev, err := l.kv.Update(ctx, l.key, []byte(l.holder), l.revision)
+	if err != nil {
+		return fmt.Errorf("renew lease %s: %w: %v", l.key, ErrLeaseLost, err)
+	}
+	l.revision = rev
+	return nil
+}
+
+// Check is the fence before a publish: the lease must still be ours at the
+// revision we last wrote.
+func (l *Lease) Check(ctx context.Context) error {
+	entry, err := l.kv.Get(ctx, l.key)
+	if err != nil || entry.Revision() != l.revision || string(entry.Value()) != l.holder {
+		return fmt.Errorf("lease %s: %w", l.key, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Release gives the lease up so a standby can take over at once.
+func (l *Lease) Release(ctx context.Context) error {
+	return l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.revision))
+}
