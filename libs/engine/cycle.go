@@ -80,6 +80,21 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.PodsReady = false
 	w.Info.LastTried = nil
 	w.record = admittedRecord(w)
+	e.admittedHash += hashAdmitted(w)
+}
+
+// hashAdmitted identifies a workload's admission for oscillation checks.
+func hashAdmitted(w *Workload) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(w.Info.Key))
+	h.Write([]byte{0})
+	h.Write([]byte(w.Admission.ClusterQueue))
+	for _, fr := range w.Admission.Usage.Keys() {
+		h.Write([]byte{0})
+		h.Write([]byte(fr.Flavor))
+		h.Write([]byte(fr.Resource))
+	}
+	return h.Sum64()
 }
 
 // notReady reports whether some admitted workload waits for PodsReady.
@@ -125,18 +140,32 @@ const MaxCycles = 1_000_000
 //
 // The state is fingerprinted as a sum of per-workload hashes, so that a
 // cycle only rehashes its own heads: nothing else changes within a cycle.
+//
+// Admissions and evictions could in principle chase each other forever
+// (kueue#6947's preempt/re-admit ping-pong); whole states, admitted
+// workloads included, are therefore remembered too, and a repeat ends the
+// run instead of looping.
 func (e *Engine) RunToQuiescence(now time.Time) int {
 	fp := e.fingerprint()
 	seen := map[uint64]bool{fp: true}
+	whole := map[uint64]bool{fp ^ e.admittedHash: true}
 	for n := 1; n <= MaxCycles; n++ {
 		res := e.Cycle(now)
 		for i := range res.Entries {
-			w := e.workloads[res.Entries[i].Workload.Key]
-			fp -= w.hash
-			w.hash = e.hashPending(w)
-			fp += w.hash
+			en := &res.Entries[i]
+			for _, t := range en.Targets {
+				fp = e.rehash(fp, t.Workload.Key)
+			}
+			fp = e.rehash(fp, en.Workload.Key)
+		}
+		for _, k := range res.Admitted {
+			fp = e.rehash(fp, k)
 		}
 		if len(res.Admitted) > 0 {
+			if whole[fp^e.admittedHash] {
+				return n
+			}
+			whole[fp^e.admittedHash] = true
 			seen = map[uint64]bool{fp: true}
 			continue
 		}
@@ -146,6 +175,16 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		seen[fp] = true
 	}
 	return MaxCycles
+}
+
+func (e *Engine) rehash(fp uint64, key string) uint64 {
+	w := e.workloads[key]
+	if w == nil {
+		return fp
+	}
+	fp -= w.hash
+	w.hash = e.hashPending(w)
+	return fp + w.hash
 }
 
 // fingerprint hashes what the next cycle depends on: which pending

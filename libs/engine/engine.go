@@ -75,6 +75,8 @@ type Engine struct {
 	queues    *queue.Manager
 	evictions []Eviction
 	podsReady podsready.Config
+	// admittedHash sums hashAdmitted over admitted workloads.
+	admittedHash uint64
 	// pinned is the head that blockAdmission holds, with the admission it
 	// gets once every admitted workload is PodsReady.
 	pinned *pinnedEntry

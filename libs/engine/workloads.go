@@ -162,6 +162,7 @@ func (e *Engine) leave(w *Workload, now time.Time) {
 func (e *Engine) release(w *Workload, now time.Time) {
 	cq := w.Admission.ClusterQueue
 	st := e.state(cq)
+	e.admittedHash -= hashAdmitted(w)
 	delete(st.admitted, w.Info.Key)
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
