@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/quota"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Record is one stream message: its sequence and event.
+type Record struct {
+	Seq   uint64
+	Event events.Event
+}
+
+// Statuses of the workloads table.
+const (
+	StatusPending  = "pending"
+	StatusAdmitted = "admitted"
+	StatusFinished = "finished"
+	StatusInactive = "inactive"
+)
+
+type workloadRow struct {
+	Namespace, Name, UID, LocalQueue, ClusterQueue string
+	Priority                                       int32
+	Status                                         string
+	Admission                                      *scheduler.Admission
+	Reason, Message                                string
+	PodsReady                                      bool
+	RequeueAt, AdmittedAt                          *time.Time
+	CreatedAt                                      time.Time
+	Evictions                                      int32
+	LastSeq                                        int64
+	deleted                                        bool
+}
+
+type key struct{ ns, name string }
+
+// batch is the effect of a run of events, folded in memory and written in
+// one transaction.
+type batch struct {
+	rows     map[key]*workloadRow
+	history [][]any
+	usageCQ map[quota.FlavorResource]map[string]int64
+	configs map[[3]string]*configChange
+	lqs     map[key]string
+}
+
+type configChange struct {
+	object  json.RawMessage // nil: deleted
+	lastSeq uint64
+}
+
+// Apply projects a batch of stream records in one transaction. Records at
+// or below the projection's last sequence are skipped, so replays and
+// redeliveries change nothing; the new last sequence is stored in the same
+// transaction. It returns how many records were applied.
+func (s *Store) Apply(ctx context.Context, recs []Record) (int, error) {
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var last int64
+	if err := tx.QueryRow(ctx, `SELECT last_seq FROM projection_state FOR UPDATE`).Scan(&last); err != nil {
+		return 0, err
+	}
+	var todo []Record
+	for _, r := range recs {
+		if r.Seq > uint64(last) {
+			todo = append(todo, r)
+			last = int64(r.Seq)
+		}
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	b, err := load(ctx, tx, todo)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range todo {
+		if err := b.fold(r); err != nil {
+			return 0, fmt.Errorf("event %d (%s): %w", r.Seq, r.Event.Type, err)
+		}
+	}
+	if err := b.write(ctx, tx); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, last); err != nil {
+		return 0, err
+	}
+	return len(todo), tx.Commit(ctx)
+}
+
+// load reads the current rows of every workload the records touch, and the
+// LocalQueues that route submissions to ClusterQueues.
+func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
+	b := &batch{rows: map[key]*workloadRow{}, usageCQ: map[quota.FlavorResource]map[string]int64{},
+		configs: map[[3]string]*configChange{}, lqs: map[key]string{}}
+	var nss, names []string
+	seen := map[key]bool{}
+	for _, r := range recs {
+		if ref, ok := workloadRef(r.Event); ok && !seen[key{ref.Namespace, ref.Name}] {
+			seen[key{ref.Namespace, ref.Name}] = true
+			nss, names = append(nss, ref.Namespace), append(names, ref.Name)
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
+		       pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq
+		FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, names)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var w workloadRow
+		var adm []byte
+		if err := rows.Scan(&w.Namespace, &w.Name, &w.UID, &w.LocalQueue, &w.ClusterQueue, &w.Priority, &w.Status, &adm,
+			&w.Reason, &w.Message, &w.PodsReady, &w.RequeueAt, &w.CreatedAt, &w.AdmittedAt, &w.Evictions, &w.LastSeq); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if len(adm) > 0 {
+			w.Admission = new(scheduler.Admission)
+			if err := json.Unmarshal(adm, w.Admission); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		b.rows[key{w.Namespace, w.Name}] = &w
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	lqRows, err := tx.Query(ctx, `SELECT namespace, name, object->'spec'->>'clusterQueue' FROM config_objects WHERE kind = 'LocalQueue'`)
+	if err != nil {
+		return nil, err
+	}
+	defer lqRows.Close()
+	for lqRows.Next() {
+		var ns, name string
+		var cq *string
+		if err := lqRows.Scan(&ns, &name, &cq); err != nil {
+			return nil, err
+		}
+		if cq != nil {
+			b.lqs[key{ns, name}] = *cq
+		}
+	}
+	return b, lqRows.Err()
+}
+
+// workloadRef finds the workload an event is about.
+func workloadRef(ev events.Event) (events.WorkloadRef, bool) {
+	switch d := ev.Data.(type) {
+	case *events.WorkloadRef:
+		return *d, true
+	case *events.WorkloadSubmittedData:
+		return d.WorkloadRef, true
+	case *events.PriorityChangedData:
+		return d.WorkloadRef, true
+	case *events.WorkloadFinishedData:
+		return d.WorkloadRef, true
+	case *events.QuotaReservedData:
+		return d.WorkloadRef, true
+	case *events.InadmissibleData:
+		return d.WorkloadRef, true
+	case *events.PreemptionRequestedData:
+		return d.WorkloadRef, true
+	case *events.EvictedData:
+		return d.WorkloadRef, true
+	case *events.RequeuedData:
+		return d.WorkloadRef, true
+	case *events.PlacedData:
+		return d.WorkloadRef, true
+	}
+	return events.WorkloadRef{}, false
+}
+
+// fold applies one event to the in-memory batch.
+func (b *batch) fold(r Record) error {
+	ev := r.Event
+	switch d := ev.Data.(type) {
+	case *events.ConfigAppliedData:
+		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{object: d.Object, lastSeq: r.Seq}
+		if d.Kind == api.KindLocalQueue {
+			var lq api.LocalQueue
+			if err := json.Unmarshal(d.Object, &lq); err != nil {
+				return err
+			}
+			b.lqs[key{d.Namespace, d.Name}] = lq.Spec.ClusterQueue
+		}
+		return nil
+	case *events.ConfigRef:
+		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{lastSeq: r.Seq}
+		if d.Kind == api.KindLocalQueue {
+			delete(b.lqs, key{d.Namespace, d.Name})
+		}
+		return nil
+	}
+	ref, ok := workloadRef(ev)
+	if !ok {
+		return fmt.Errorf("unhandled payload %T", ev.Data)
+	}
+	body, err := ev.Body()
+	if err != nil {
+		return err
+	}
+	b.history = append(b.history, []any{int64(r.Seq), ref.Namespace, ref.Name, string(ev.Type), ev.Time, body})
+	k := key{ref.Namespace, ref.Name}
+	w := b.rows[k]
+	if ev.Type == events.WorkloadSubmitted {
+		d := ev.Data.(*events.WorkloadSubmittedData)
+		var wl api.Workload
+		if err := json.Unmarshal(d.Workload, &wl); err != nil {
+			return err
+		}
+		w = &workloadRow{Namespace: ref.Namespace, Name: ref.Name, UID: string(wl.UID), LocalQueue: wl.Spec.QueueName,
+			ClusterQueue: b.lqs[key{ref.Namespace, wl.Spec.QueueName}], Priority: api.WorkloadPriority(&wl),
+			Status: StatusPending, CreatedAt: d.CreatedAt}
+		if wl.Spec.Active != nil && !*wl.Spec.Active {
+			w.Status = StatusInactive
+		}
+		b.rows[k] = w
+	}
+	if w == nil || w.deleted {
+		// An event about a workload the projection does not hold (its
+		// submission predates a retention cut, or it was deleted): history
+		// keeps it, state has nothing to change.
+		return nil
+	}
+	w.LastSeq = int64(r.Seq)
+	switch d := ev.Data.(type) {
+	case *events.PriorityChangedData:
+		w.Priority = d.Priority
+	case *events.QuotaReservedData:
+		adm := d.Admission
+		w.Status, w.Admission, w.ClusterQueue, w.Reason, w.Message = StatusAdmitted, &adm, adm.ClusterQueue, "", ""
+		t := ev.Time
+		w.AdmittedAt, w.PodsReady, w.RequeueAt = &t, false, nil
+		b.addUsage(&adm, 1)
+	case *events.InadmissibleData:
+		w.Reason, w.Message = d.Reason.Token, d.Reason.Message
+	case *events.EvictedData:
+		b.release(w)
+		w.Status, w.Evictions = StatusPending, w.Evictions+1
+		w.Reason, w.Message = d.Reason, ""
+	case *events.RequeuedData:
+		until := d.Until
+		w.RequeueAt = &until
+	case *events.WorkloadFinishedData:
+		b.release(w)
+		w.Status = StatusFinished
+	}
+	switch ev.Type {
+	case events.WorkloadDeleted:
+		b.release(w)
+		w.deleted = true
+	case events.PodsReady:
+		if w.Status == StatusAdmitted {
+			w.PodsReady = true
+		}
+	case events.Deactivated:
+		b.release(w)
+		w.Status = StatusInactive
+	}
+	return nil
+}
+
+func (b *batch) release(w *workloadRow) {
+	if w.Status == StatusAdmitted && w.Admission != nil {
+		b.addUsage(w.Admission, -1)
+	}
+	w.Admission, w.AdmittedAt, w.PodsReady = nil, nil, false
+}
+
+func (b *batch) addUsage(a *scheduler.Admission, sign int64) {
+	for _, ps := range a.PodSets {
+		for r, f := range ps.Flavors {
+			fr := quota.FlavorResource{Flavor: f, Resource: r}
+			if b.usageCQ[fr] == nil {
+				b.usageCQ[fr] = map[string]int64{}
+			}
+			b.usageCQ[fr][a.ClusterQueue] += sign * ps.Usage[r]
+		}
+	}
+}
+
+// write stores the batch: history by COPY, workload rows by COPY into a
+// staging table merged with one INSERT … ON CONFLICT, usage as deltas.
+func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
+	if len(b.history) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"workload_events"},
+			[]string{"seq", "namespace", "name", "type", "time", "data"}, pgx.CopyFromRows(b.history)); err != nil {
+			return fmt.Errorf("copy history: %w", err)
+		}
+	}
+	var upserts [][]any
+	var delNS, delNames []string
+	for _, w := range b.rows {
+		if w.deleted {
+			delNS, delNames = append(delNS, w.Namespace), append(delNames, w.Name)
+			continue
+		}
+		var adm []byte
+		if w.Admission != nil {
+			var err error
+			if adm, err = json.Marshal(w.Admission); err != nil {
+				return err
+			}
+		}
+		upserts = append(upserts, []any{w.Namespace, w.Name, w.UID, w.LocalQueue, w.ClusterQueue, w.Priority, w.Status, adm,
+			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq})
+	}
+	if len(upserts) > 0 {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE staging_workloads (LIKE workloads) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		cols := []string{"namespace", "name", "uid", "local_queue", "cluster_queue", "priority", "status", "admission",
+			"reason", "message", "pods_ready", "requeue_at", "created_at", "admitted_at", "evictions", "last_seq"}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"staging_workloads"}, cols, pgx.CopyFromRows(upserts)); err != nil {
+			return fmt.Errorf("copy workloads: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO workloads SELECT * FROM staging_workloads
+			ON CONFLICT (namespace, name) DO UPDATE SET
+				uid = excluded.uid, local_queue = excluded.local_queue, cluster_queue = excluded.cluster_queue,
+				priority = excluded.priority, status = excluded.status, admission = excluded.admission,
+				reason = excluded.reason, message = excluded.message, pods_ready = excluded.pods_ready,
+				requeue_at = excluded.requeue_at, created_at = excluded.created_at, admitted_at = excluded.admitted_at,
+				evictions = excluded.evictions, last_seq = excluded.last_seq
+			WHERE workloads.last_seq < excluded.last_seq`); err != nil {
+			return fmt.Errorf("merge workloads: %w", err)
+		}
+	}
+	if len(delNS) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, delNS, delNames); err != nil {
+			return err
+		}
+	}
+	for fr, perCQ := range b.usageCQ {
+		for cq, delta := range perCQ {
+			if delta == 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO queue_usage (cluster_queue, flavor, resource, used) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (cluster_queue, flavor, resource) DO UPDATE SET used = queue_usage.used + excluded.used`,
+				cq, fr.Flavor, string(fr.Resource), delta); err != nil {
+				return err
+			}
+		}
+	}
+	for k, c := range b.configs {
+		var err error
+		if c.object == nil {
+			_, err = tx.Exec(ctx, `DELETE FROM config_objects WHERE kind = $1 AND namespace = $2 AND name = $3`, k[0], k[1], k[2])
+		} else {
+			_, err = tx.Exec(ctx, `
+				INSERT INTO config_objects (kind, namespace, name, object, last_seq) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (kind, namespace, name) DO UPDATE SET object = excluded.object, last_seq = excluded.last_seq`,
+				k[0], k[1], k[2], []byte(c.object), int64(c.lastSeq))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

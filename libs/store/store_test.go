@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+	"github.com/jetqueue/jetqueue/libs/testenv"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// log builds stream records with consecutive sequences.
+type log struct{ recs []Record }
+
+func (l *log) add(typ events.Type, data any) {
+	seq := uint64(len(l.recs) + 1)
+	l.recs = append(l.recs, Record{Seq: seq, Event: events.Event{ID: fmt.Sprint("e", seq), Type: typ, Source: "test",
+		Time: t0.Add(time.Duration(seq) * time.Second), Data: data}})
+}
+
+func ref(ns, name string) events.WorkloadRef { return events.WorkloadRef{Namespace: ns, Name: name} }
+
+func (l *log) submit(ns, name string) {
+	wl := fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":%q},"spec":{"queueName":"lq","priority":3,"podSets":[]}}`, name, ns)
+	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref(ns, name), Workload: json.RawMessage(wl), CreatedAt: t0})
+}
+
+func admission(cpu int64) scheduler.Admission {
+	return scheduler.Admission{ClusterQueue: "cq", PodSets: []scheduler.PodSetAdmission{{Name: "main", Count: 2,
+		Flavors: map[corev1.ResourceName]string{"cpu": "f"}, Usage: map[corev1.ResourceName]int64{"cpu": cpu}}}}
+}
+
+func story() *log {
+	l := &log{}
+	l.add(events.ConfigApplied, &events.ConfigAppliedData{ConfigRef: events.ConfigRef{Kind: "LocalQueue", Namespace: "ns", Name: "lq"},
+		Object: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"LocalQueue","metadata":{"name":"lq","namespace":"ns"},"spec":{"clusterQueue":"cq"}}`)})
+	l.submit("ns", "w1")
+	l.submit("ns", "w2")
+	l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w1"), Admission: admission(3000)})
+	l.add(events.Inadmissible, &events.InadmissibleData{WorkloadRef: ref("ns", "w2"), Reason: scheduler.Reason{Token: scheduler.WaitingForQuota, Message: "full"}})
+	l.submit("ns", "w3")
+	l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w3"), Admission: admission(1000)})
+	l.add(events.WorkloadFinished, &events.WorkloadFinishedData{WorkloadRef: ref("ns", "w1"), Succeeded: true})
+	l.add(events.WorkloadDeleted, &events.WorkloadRef{Namespace: "ns", Name: "w2"})
+	return l
+}
+
+type state struct {
+	Status map[string]string
+	Usage  []Usage
+	Last   uint64
+}
+
+func snapshot(t *testing.T, s *Store) state {
+	t.Helper()
+	ctx := context.Background()
+	views, _, err := s.ListWorkloads(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state{Status: map[string]string{}}
+	for _, v := range views {
+		st.Status[v.Name] = v.Status + "/" + v.ClusterQueue
+	}
+	if st.Usage, err = s.ClusterQueueUsage(ctx, "cq"); err != nil {
+		t.Fatal(err)
+	}
+	if st.Last, err = s.LastSeq(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestProjectionFoldsTheStory(t *testing.T) {
+	s := open(t)
+	l := story()
+	if n, err := s.Apply(context.Background(), l.recs); err != nil || n != len(l.recs) {
+		t.Fatalf("applied %d, %v", n, err)
+	}
+	want := state{Status: map[string]string{"w1": "finished/cq", "w3": "admitted/cq"},
+		Usage: []Usage{{Flavor: "f", Resource: "cpu", Used: 1000}}, Last: uint64(len(l.recs))}
+	if d := cmp.Diff(want, snapshot(t, s)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	v, hist, err := s.GetWorkload(context.Background(), "ns", "w3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Assignment["main"]["cpu"] != "f" || v.PodCounts["main"] != 2 || len(hist) != 2 {
+		t.Errorf("w3: %+v with %d history entries", v, len(hist))
+	}
+	if _, hist, err := s.GetWorkload(context.Background(), "ns", "w2"); !errors.Is(err, ErrNotFound) || hist != nil {
+		t.Errorf("deleted w2: %v", err)
+	}
+}
+
+// TestReplayAndRedeliveryChangeNothing: applying the same records again,
+// whole or overlapping, is a no-op guarded by the stored sequence.
+func TestReplayAndRedeliveryChangeNothing(t *testing.T) {
+	s := open(t)
+	l := story()
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, l.recs[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Apply(ctx, l.recs[3:]); err != nil || n != len(l.recs)-5 {
+		t.Fatalf("overlapping batch applied %d, %v; want %d", n, err, len(l.recs)-5)
+	}
+	once := snapshot(t, s)
+	if n, err := s.Apply(ctx, l.recs); err != nil || n != 0 {
+		t.Fatalf("full replay applied %d, %v", n, err)
+	}
+	if d := cmp.Diff(once, snapshot(t, s)); d != "" {
+		t.Errorf("replay changed the projection (-once +twice):\n%s", d)
+	}
+	var hist int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM workload_events`).Scan(&hist); err != nil || hist != len(l.recs)-1 {
+		t.Errorf("history rows %d, want %d (every workload event once)", hist, len(l.recs)-1)
+	}
+}
+
+func TestRebuildFromScratchMatches(t *testing.T) {
+	s := open(t)
+	l := story()
+	ctx := context.Background()
+	for _, r := range l.recs {
+		if _, err := s.Apply(ctx, []Record{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneByOne := snapshot(t, s)
+	if err := s.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, l.recs); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(oneByOne, snapshot(t, s)); d != "" {
+		t.Errorf("one batch differs from one event at a time (-single +batch):\n%s", d)
+	}
+}
+
+func TestKeysetPagination(t *testing.T) {
+	s := open(t)
+	l := &log{}
+	for i := range 250 {
+		l.submit(fmt.Sprintf("ns%d", i%3), fmt.Sprintf("w%03d", i))
+	}
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, l.recs); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		page, next, err := s.ListWorkloads(ctx, Filter{Limit: 100, After: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, v := range page {
+			k := v.Namespace + "/" + v.Name
+			if seen[k] {
+				t.Fatalf("%s on two pages", k)
+			}
+			seen[k] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if pages != 3 || len(seen) != 250 {
+		t.Errorf("%d pages, %d workloads", pages, len(seen))
+	}
+	if _, _, err := s.ListWorkloads(ctx, Filter{After: "%%%"}); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("bad cursor: %v", err)
+	}
+}
+
+// TestConcurrentOpenMigratesOnce: instances starting together serialize
+// on the advisory lock.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	url := testenv.Postgres(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), url)
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
