@@ -26,7 +26,7 @@ fuzz:
 	cd libs && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./api
 
 bench:
-	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler
+	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store
 
 lint: fmt vet
 	cd libs && $(GO) test -count=1 ./purity
