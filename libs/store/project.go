@@ -47,7 +47,7 @@ type key struct{ ns, name string }
 // batch is the effect of a run of events, folded in memory and written in
 // one transaction.
 type batch struct {
-	rows     map[key]*workloadRow
+	rows    map[key]*workloadRow
 	history [][]any
 	usageCQ map[quota.FlavorResource]map[string]int64
 	configs map[[3]string]*configChange
