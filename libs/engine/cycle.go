@@ -32,6 +32,7 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		e.pinned = nil
 		e.admit(p.w, p.ad, now)
 		res.Admitted = append(res.Admitted, p.w.Info.Key)
+		e.record(Decision{Kind: DecidedAdmission, Key: p.w.Info.Key, Admission: p.w.Admission})
 	}
 	heads := e.queues.Heads()
 	if len(heads) == 0 {
@@ -50,12 +51,17 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		case scheduler.Admitted:
 			e.admit(w, en.Admission(), now)
 			res.Admitted = append(res.Admitted, w.Info.Key)
+			e.record(Decision{Kind: DecidedAdmission, Key: w.Info.Key, Admission: w.Admission})
 			continue
 		case scheduler.Blocked:
 			w.queuedIn = ""
 			w.Reason = en.Reason
 			e.pinned = &pinnedEntry{w: w, ad: en.Admission()}
+			e.recordReason(w)
 			continue
+		}
+		if len(en.Targets) > 0 {
+			e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: en.Targets})
 		}
 		for _, t := range en.Targets {
 			e.evict(e.workloads[t.Workload.Key], Eviction{Reason: EvictedByPreemption,
@@ -63,6 +69,7 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		}
 		w.Reason = en.Reason
 		w.Info.LastTried = en.Tried
+		e.recordReason(w)
 		e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
 	}
 	return res
@@ -127,6 +134,7 @@ func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
 	w.Info.QueueTime = w.Info.Created
 	ev.Key, ev.At = w.Info.Key, now
 	e.evictions = append(e.evictions, ev)
+	e.record(Decision{Kind: DecidedEviction, Key: w.Info.Key, Eviction: &ev})
 	e.route(w, now)
 }
 

@@ -55,6 +55,8 @@ type Workload struct {
 	queuedIn string
 	// hash is its share of the quiescence fingerprint.
 	hash uint64
+	// publishedReason is the last reason recorded as a decision.
+	publishedReason *scheduler.Reason
 }
 
 // Engine holds the whole admission state.
@@ -75,6 +77,8 @@ type Engine struct {
 	queues    *queue.Manager
 	evictions []Eviction
 	podsReady podsready.Config
+	recording bool
+	decisions []Decision
 	// admittedHash sums hashAdmitted over admitted workloads.
 	admittedHash uint64
 	// pinned is the head that blockAdmission holds, with the admission it

@@ -86,6 +86,19 @@ type Admission struct {
 	Usage        quota.Usage       `json:"-"`
 }
 
+// TotalUsage sums the podSets' usage per flavor and resource, as Usage
+// holds for an admission decided in-process; it rebuilds it for one that
+// was decoded from an event.
+func (a *Admission) TotalUsage() quota.Usage {
+	u := quota.Usage{}
+	for _, ps := range a.PodSets {
+		for r, f := range ps.Flavors {
+			u[quota.FlavorResource{Flavor: f, Resource: r}] += ps.Usage[r]
+		}
+	}
+	return u
+}
+
 // PodSetAdmission is one podSet's part of an Admission.
 type PodSetAdmission struct {
 	Name    string                         `json:"name"`

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Decision is one outcome of scheduling that a service publishes: an
+// admission, a new reason for a pending workload, or a preemption.
+type Decision struct {
+	Kind      DecisionKind
+	Key       string
+	Admission *scheduler.Admission
+	Reason    *scheduler.Reason
+	Targets   []scheduler.Target
+	Eviction  *Eviction
+}
+
+// DecisionKind tells decisions apart.
+type DecisionKind string
+
+const (
+	DecidedAdmission    DecisionKind = "QuotaReserved"
+	DecidedInadmissible DecisionKind = "Inadmissible"
+	DecidedPreemption   DecisionKind = "PreemptionRequested"
+	DecidedEviction     DecisionKind = "Evicted"
+)
+
+// RecordDecisions makes the engine keep every decision for DrainDecisions;
+// the simulator does not need them, services do.
+func (e *Engine) RecordDecisions() { e.recording = true }
+
+// DrainDecisions returns the decisions made since the last call, in order.
+func (e *Engine) DrainDecisions() []Decision {
+	out := e.decisions
+	e.decisions = nil
+	return out
+}
+
+func (e *Engine) record(d Decision) {
+	if e.recording {
+		e.decisions = append(e.decisions, d)
+	}
+}
+
+// recordReason records a pending workload's reason when its token or
+// message changed since the last one recorded: reasons are published only
+// when they change.
+func (e *Engine) recordReason(w *Workload) {
+	if !e.recording || w.Reason == nil {
+		return
+	}
+	if p := w.publishedReason; p != nil && p.Token == w.Reason.Token && p.Message == w.Reason.Message {
+		return
+	}
+	r := *w.Reason
+	w.publishedReason = &r
+	e.record(Decision{Kind: DecidedInadmissible, Key: w.Info.Key, Reason: &r})
+}
+
+// ApplyAdmission applies an admission decided elsewhere (read back from the
+// event log): the workload takes its quota without a new decision. It does
+// nothing for a workload that is no longer pending, as when a later event
+// deleted or finished it first.
+func (e *Engine) ApplyAdmission(key string, ad scheduler.Admission, at time.Time) bool {
+	w := e.workloads[key]
+	if w == nil || w.Status != Pending {
+		return false
+	}
+	if w.queuedIn != "" {
+		e.queues.Delete(w.queuedIn, key)
+	}
+	if e.pinned != nil && e.pinned.w == w {
+		e.pinned = nil
+	}
+	ad.Usage = ad.TotalUsage()
+	e.admit(w, ad, at)
+	return true
+}
+
+// Unadmit takes back an admission that could not be published (another
+// writer changed the workload first): the workload returns to its queue
+// and is decided again.
+func (e *Engine) Unadmit(key string, now time.Time) error {
+	w := e.workloads[key]
+	if w == nil || w.Status != Admitted {
+		return fmt.Errorf("workload %s: %w", key, ErrNotAdmitted)
+	}
+	e.release(w, now)
+	w.Status = Pending
+	e.route(w, now)
+	return nil
+}
+
+// ApplyEviction applies an eviction read back from the event log to a
+// workload that still holds quota; the workload returns to its queue.
+func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
+	w := e.workloads[key]
+	if w == nil || w.Status != Admitted {
+		return false
+	}
+	rec := e.recording
+	e.recording = false
+	e.evict(w, ev, now)
+	e.recording = rec
+	e.evictions = e.evictions[:len(e.evictions)-1]
+	return true
+}

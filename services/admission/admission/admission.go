@@ -1,0 +1,303 @@
+// Package admission is the admission service's shell around the decision
+// core. Its loop:
+//
+//	consume JQ_EVENTS in order ─▶ apply each event to the engine
+//	      ▲                             │ (caught up with the stream)
+//	      │                             ▼
+//	      └──── publish decisions ◀─ run scheduling to quiescence
+//
+// Every instance follows the whole stream from the start (an ordered
+// consumer), so a standby is hot; only the holder of the shard's lease
+// decides and publishes. Decisions are applied to the engine when made and
+// published fenced on the workload's subject (Nats-Expected-Last-Subject-
+// Sequence): if another writer moved the workload first, the decision is
+// taken back and made again on the new state. When an instance reads its
+// own decisions back it skips them; decisions it did not make (a previous
+// leader's, or its own from before a restart) are applied as facts and
+// never decided again.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/service"
+)
+
+// Config is the service's configuration.
+type Config struct {
+	NATSURL  string
+	Shard    string
+	Instance string
+	LeaseTTL time.Duration
+	Stream   bus.StreamOptions
+	// Now is the clock; nil means the wall clock.
+	Now func() time.Time
+}
+
+// Service is one admission instance.
+type Service struct {
+	cfg    Config
+	log    *zap.Logger
+	js     jetstream.JetStream
+	eng    *engine.Engine
+	kv     jetstream.KeyValue
+	lease  *bus.Lease
+	renew  time.Time
+	last   uint64
+	onSubj map[string]uint64
+	mine   map[string]bool
+	batch  int
+}
+
+// Run is the service's main: it returns when ctx ends.
+func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 5 * time.Second
+	}
+	nc, err := bus.Connect(cfg.NATSURL, "admission-"+cfg.Instance)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain() //nolint:errcheck // best effort on the way out
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
+		return err
+	}
+	kv, err := bus.EnsureLeaseBucket(ctx, js, cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	s := &Service{cfg: cfg, log: rt.Log, js: js, eng: engine.New(), kv: kv,
+		onSubj: map[string]uint64{}, mine: map[string]bool{}, batch: 512}
+	s.eng.RecordDecisions()
+	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", events.Stream, err)
+	}
+	defer s.releaseLease()
+	for ctx.Err() == nil {
+		caughtUp, err := s.consume(ctx, cons)
+		if err != nil {
+			return err
+		}
+		if !caughtUp {
+			continue
+		}
+		rt.SetReady(true)
+		if err := s.lead(ctx); err != nil {
+			return err
+		}
+		if s.lease != nil {
+			if err := s.decide(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// consume applies the next batch of events and reports whether the
+// instance has caught up with the stream.
+func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+	msgs, err := cons.Fetch(s.batch, jetstream.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("fetch: %w", err)
+	}
+	var pending uint64
+	n := 0
+	for msg := range msgs.Messages() {
+		n++
+		meta, err := msg.Metadata()
+		if err != nil {
+			return false, err
+		}
+		pending = meta.NumPending
+		s.last = meta.Sequence.Stream
+		s.onSubj[msg.Subject()] = meta.Sequence.Stream
+		ev, err := bus.Decode(msg)
+		if err != nil {
+			s.log.Warn("skipping an event that does not decode", zap.Uint64("seq", s.last), zap.Error(err))
+			continue
+		}
+		if s.mine[ev.ID] {
+			delete(s.mine, ev.ID)
+			continue
+		}
+		if err := s.apply(ev); err != nil {
+			s.log.Warn("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
+		}
+	}
+	if err := msgs.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+		return false, fmt.Errorf("fetch: %w", err)
+	}
+	return n == 0 || pending == 0, nil
+}
+
+// apply folds one event into the engine. Errors are events the engine
+// refuses (an unknown workload, say), logged and skipped: the log is the
+// truth and never rewritten.
+func (s *Service) apply(ev events.Event) error {
+	now := ev.Time
+	key := func(r events.WorkloadRef) string { return api.NamespacedName(r.Namespace, r.Name) }
+	switch d := ev.Data.(type) {
+	case *events.ConfigAppliedData:
+		objs, err := api.Decode(d.Object)
+		if err != nil || len(objs) != 1 {
+			return fmt.Errorf("config object: %v", err)
+		}
+		_, err = s.eng.Apply(objs[0], now)
+		return err
+	case *events.ConfigRef:
+		return s.eng.DeleteConfig(d.Kind, d.Namespace, d.Name, now)
+	case *events.WorkloadSubmittedData:
+		objs, err := api.Decode(d.Workload)
+		if err != nil || len(objs) != 1 {
+			return fmt.Errorf("workload: %v", err)
+		}
+		wl, ok := objs[0].(*api.Workload)
+		if !ok {
+			return fmt.Errorf("workload payload is a %T", objs[0])
+		}
+		_, err = s.eng.Submit(wl, d.CreatedAt)
+		return err
+	case *events.PriorityChangedData:
+		return s.eng.SetPriority(key(d.WorkloadRef), d.Priority, now)
+	case *events.WorkloadFinishedData:
+		return s.eng.Finish(key(d.WorkloadRef), now)
+	case *events.QuotaReservedData:
+		s.eng.ApplyAdmission(key(d.WorkloadRef), d.Admission, now)
+	case *events.EvictedData:
+		s.eng.ApplyEviction(key(d.WorkloadRef), engine.Eviction{Reason: d.Reason, Kind: d.Kind, PreemptorCQ: d.PreemptorCQ}, now)
+	case *events.WorkloadRef:
+		switch ev.Type {
+		case events.WorkloadDeleted:
+			return s.eng.Delete(key(*d), now)
+		case events.PodsReady:
+			return s.eng.PodsReady(key(*d))
+		}
+	}
+	return nil
+}
+
+// lead acquires or renews the shard's lease; a standby keeps trying.
+func (s *Service) lead(ctx context.Context) error {
+	now := time.Now()
+	if s.lease != nil {
+		if now.Sub(s.renew) < s.cfg.LeaseTTL/3 {
+			return nil
+		}
+		if err := s.lease.Renew(ctx); err != nil {
+			// Decisions already applied in memory may never have been
+			// published: the only safe continuation is a fresh replay.
+			return fmt.Errorf("admission %s: %w", s.cfg.Instance, err)
+		}
+		s.renew = now
+		return nil
+	}
+	l, err := bus.Acquire(ctx, s.kv, s.cfg.Shard, s.cfg.Instance)
+	if errors.Is(err, bus.ErrLeaseHeld) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("leading", zap.String("shard", s.cfg.Shard))
+	s.lease, s.renew = l, now
+	return nil
+}
+
+func (s *Service) releaseLease() {
+	if s.lease != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.lease.Release(ctx)
+	}
+}
+
+// decide runs scheduling to quiescence and publishes what it decided.
+func (s *Service) decide(ctx context.Context) error {
+	now := s.cfg.Now()
+	s.eng.RunToQuiescence(now)
+	decisions := s.eng.DrainDecisions()
+	s.eng.DrainEvictions()
+	for i, d := range decisions {
+		ev, err := s.event(d, now, i)
+		if err != nil {
+			return err
+		}
+		if err := s.lease.Check(ctx); err != nil {
+			return err
+		}
+		expect := s.onSubj[ev.Subject]
+		seq, _, err := bus.Publish(ctx, s.js, ev, &expect)
+		if errors.Is(err, bus.ErrConflict) {
+			// Another writer moved this workload first: take the decision
+			// back; the next cycle decides on the new state.
+			if d.Kind == engine.DecidedAdmission {
+				_ = s.eng.Unadmit(d.Key, now)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.mine[ev.ID] = true
+		s.onSubj[ev.Subject] = seq
+	}
+	return nil
+}
+
+// event renders a decision. Its id is derived from the stream position it
+// was decided at, so a new leader deciding the same thing at the same
+// position is deduplicated by JetStream.
+func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, error) {
+	ns, name, _ := strings.Cut(d.Key, "/")
+	ref := events.WorkloadRef{Namespace: ns, Name: name}
+	ev := events.Event{ID: fmt.Sprintf("admission/%d/%d", s.last, i), Source: "jetqueue/admission", Time: now,
+		Subject: events.WorkloadSubject(ns, name)}
+	switch d.Kind {
+	case engine.DecidedAdmission:
+		ev.Type, ev.Data = events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: *d.Admission}
+	case engine.DecidedInadmissible:
+		ev.Type, ev.Data = events.Inadmissible, &events.InadmissibleData{WorkloadRef: ref, Reason: *d.Reason}
+	case engine.DecidedPreemption:
+		data := &events.PreemptionRequestedData{WorkloadRef: ref}
+		for _, t := range d.Targets {
+			vns, vname, _ := strings.Cut(t.Workload.Key, "/")
+			data.ClusterQueue = t.PreemptorCQ
+			data.Victims = append(data.Victims, events.Victim{WorkloadRef: events.WorkloadRef{Namespace: vns, Name: vname},
+				ClusterQueue: t.Workload.ClusterQueue, Kind: t.Kind})
+		}
+		ev.Type, ev.Data = events.PreemptionRequested, data
+	case engine.DecidedEviction:
+		data := &events.EvictedData{WorkloadRef: ref, Reason: d.Eviction.Reason, PreemptorCQ: d.Eviction.PreemptorCQ, Kind: d.Eviction.Kind}
+		if p := d.Eviction.Preemptor; p != "" {
+			pns, pname, _ := strings.Cut(p, "/")
+			data.Preemptor = &events.WorkloadRef{Namespace: pns, Name: pname}
+		}
+		ev.Type, ev.Data = events.Evicted, data
+	default:
+		return ev, fmt.Errorf("unknown decision %q", d.Kind)
+	}
+	return ev, nil
+}
