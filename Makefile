@@ -1,5 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
-MODULES := libs cmd/jqctl
+# Modules with code; the other services join as their issues land.
+MODULES := libs cmd/jqctl services/admission
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
@@ -9,6 +10,7 @@ BIN := bin
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
+	$(GO) build -o $(BIN)/admission ./services/admission
 	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
 
 ## test: everything CI runs — lint, unit and property tests, every conformance
