@@ -58,6 +58,8 @@ type Service struct {
 	onSubj map[string]uint64
 	mine   map[string]bool
 	batch  int
+	// progress publishes how far this instance has read, for /v1/sync.
+	progress *bus.Progress
 }
 
 // Run is the service's main: it returns when ctx ends.
@@ -87,30 +89,38 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	s := &Service{cfg: cfg, log: rt.Log, js: js, eng: engine.New(), kv: kv,
 		onSubj: map[string]uint64{}, mine: map[string]bool{}, batch: 512}
 	s.eng.RecordDecisions()
+	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
+		return err
+	}
 	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
 	defer s.releaseLease()
 	for ctx.Err() == nil {
-		caughtUp, err := s.consume(ctx, cons)
-		if err != nil {
+		if err := s.step(ctx, rt, cons); err != nil && ctx.Err() == nil {
 			return err
-		}
-		if !caughtUp {
-			continue
-		}
-		rt.SetReady(true)
-		if err := s.lead(ctx); err != nil {
-			return err
-		}
-		if s.lease != nil {
-			if err := s.decide(ctx); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
+}
+
+// step consumes what is available and, once caught up, decides.
+func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.Consumer) error {
+	caughtUp, err := s.consume(ctx, cons)
+	if err != nil || !caughtUp {
+		return err
+	}
+	rt.SetReady(true)
+	if err := s.lead(ctx); err != nil {
+		return err
+	}
+	if s.lease != nil {
+		if err := s.decide(ctx); err != nil {
+			return err
+		}
+	}
+	return s.progress.Report(ctx, s.last)
 }
 
 // consume applies the next batch of events and reports whether the
