@@ -1,6 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
 # Modules with code; the other services join as their issues land.
-MODULES := libs cmd/jqctl services/admission
+MODULES := libs cmd/jqctl services/admission services/ingest e2e
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
@@ -11,6 +11,7 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
 	$(GO) build -o $(BIN)/admission ./services/admission
+	$(GO) build -o $(BIN)/ingest ./services/ingest
 	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
 
 ## test: everything CI runs — lint, unit and property tests, every conformance

@@ -21,7 +21,8 @@ type Checkpoint struct {
 	Inactive []string                                `json:"inactive"`
 	Finished []string                                `json:"finished"`
 
-	podCounts map[string]map[string]int32
+	// PodCounts is checked by expect.podCounts but not printed.
+	PodCounts map[string]map[string]int32 `json:"-"`
 }
 
 // Result is the outcome of one scenario run.
@@ -87,7 +88,7 @@ func Run(sc *Scenario) (*Result, error) {
 		if st.Expect != nil {
 			cp := s.checkpoint(i)
 			res.Checkpoints = append(res.Checkpoints, cp)
-			res.Mismatches = append(res.Mismatches, compare(i, st.Expect, cp)...)
+			res.Mismatches = append(res.Mismatches, Check(i, st.Expect, cp)...)
 			s.evicted = map[string]string{}
 		}
 	}
@@ -218,7 +219,7 @@ func (s *sim) rejects(doc json.RawMessage) error {
 func (s *sim) checkpoint(step int) Checkpoint {
 	cp := Checkpoint{Step: step, Admitted: map[string]map[string]map[string]string{},
 		Pending: []string{}, Inactive: []string{}, Finished: []string{}, Evicted: s.evicted,
-		podCounts: map[string]map[string]int32{}}
+		PodCounts: map[string]map[string]int32{}}
 	for key, w := range s.eng.Workloads() {
 		switch w.Status {
 		case engine.Admitted:
@@ -233,7 +234,7 @@ func (s *sim) checkpoint(step int) Checkpoint {
 				counts[p.Name] = p.Count
 			}
 			cp.Admitted[key] = ps
-			cp.podCounts[key] = counts
+			cp.PodCounts[key] = counts
 		case engine.Pending:
 			cp.Pending = append(cp.Pending, key)
 		case engine.Inactive:
@@ -248,9 +249,10 @@ func (s *sim) checkpoint(step int) Checkpoint {
 	return cp
 }
 
-// compare checks one expect against the observed checkpoint. The diffs
-// are plain text so that they read the same in every version.
-func compare(step int, ex *Expect, got Checkpoint) []string {
+// Check compares one expect step with an observed checkpoint and returns
+// the mismatches. The diffs are plain text so they read the same in every
+// version. The end-to-end suite checks the services' state with it too.
+func Check(step int, ex *Expect, got Checkpoint) []string {
 	var out []string
 	at := func(what string) string { return fmt.Sprintf("steps[%d].expect.%s", step, what) }
 	set := func(what string, want, have []string) {
@@ -287,8 +289,8 @@ func compare(step int, ex *Expect, got Checkpoint) []string {
 		out = append(out, fmt.Sprintf("%s: want %v, got %v", at("evicted"), ex.Evicted, got.Evicted))
 	}
 	for _, key := range sortedKeys(ex.PodCounts) {
-		if !maps.Equal(ex.PodCounts[key], got.podCounts[key]) {
-			out = append(out, fmt.Sprintf("%s: want %v, got %v", at("podCounts["+key+"]"), ex.PodCounts[key], got.podCounts[key]))
+		if !maps.Equal(ex.PodCounts[key], got.PodCounts[key]) {
+			out = append(out, fmt.Sprintf("%s: want %v, got %v", at("podCounts["+key+"]"), ex.PodCounts[key], got.PodCounts[key]))
 		}
 	}
 	return out

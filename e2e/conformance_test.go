@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/sim"
+)
+
+// endToEnd reports whether a scenario is in this suite's scope: timers and
+// PodsReady belong to the podsready service, not built yet.
+func endToEnd(sc *sim.Scenario) (bool, string) {
+	if c := sc.Configuration; c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable {
+		return false, "waitForPodsReady needs the podsready service"
+	}
+	for _, st := range sc.Steps {
+		if st.Advance != nil || st.PodsReady != nil {
+			return false, "advance and podsReady need the podsready service"
+		}
+	}
+	return true, ""
+}
+
+// TestConformanceEndToEnd plays every in-scope scenario through the HTTP
+// API against real NATS, PostgreSQL, ingest and admission.
+func TestConformanceEndToEnd(t *testing.T) {
+	files, err := filepath.Glob("../conformance/*/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := sim.Parse(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if ok, _ := endToEnd(sc); !ok {
+			continue
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			t.Parallel()
+			play(t, sc)
+		})
+	}
+}
+
+func play(t *testing.T, sc *sim.Scenario) {
+	s := start(t)
+	var docs [][]byte
+	if sc.Configuration != nil {
+		docs = append(docs, marshal(t, sc.Configuration))
+	}
+	for _, o := range sc.Objects {
+		docs = append(docs, marshal(t, o))
+	}
+	if len(docs) > 0 {
+		s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
+	}
+	s.sync()
+	var lastExpect uint64
+	s.evictedSince(&lastExpect)
+	for i, st := range sc.Steps {
+		switch {
+		case st.Submit != nil:
+			for _, o := range st.Submit {
+				s.must(http.StatusAccepted, "POST", "/v1/workloads", marshal(t, o))
+			}
+		case st.Apply != nil:
+			var docs [][]byte
+			for _, o := range st.Apply {
+				docs = append(docs, marshal(t, o))
+			}
+			s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
+		case st.Delete != nil:
+			for _, k := range st.Delete {
+				s.must(http.StatusAccepted, "DELETE", "/v1/workloads/"+k, nil)
+			}
+		case st.Finish != nil:
+			for _, k := range st.Finish {
+				s.must(http.StatusAccepted, "POST", "/v1/workloads/"+k+"/finish", []byte(`{"succeeded":true}`))
+			}
+		case st.SetPriority != nil:
+			for _, k := range sortedKeys(st.SetPriority) {
+				body, _ := json.Marshal(map[string]int32{"priority": st.SetPriority[k]})
+				s.must(http.StatusAccepted, "POST", "/v1/workloads/"+k+"/priority", body)
+			}
+		case st.Reject != nil:
+			for j, d := range st.Reject {
+				path := "/v1/apply"
+				if kind := kindOf(d); kind == api.KindWorkload || kind == api.KindJob {
+					path = "/v1/workloads"
+				}
+				if code := s.call("POST", path, d, nil); code < 400 || code >= 500 {
+					t.Errorf("steps[%d].reject[%d]: status %d, want a 4xx refusal", i, j, code)
+				}
+			}
+		case st.Expect != nil:
+			cp := checkpoint(i, s.workloads())
+			cp.Evicted = s.evictedSince(&lastExpect)
+			for _, m := range sim.Check(i, st.Expect, cp) {
+				t.Error(m)
+			}
+		}
+		// The simulator runs to quiescence after every step.
+		s.sync()
+	}
+}
+
+func checkpoint(step int, views []view) sim.Checkpoint {
+	cp := sim.Checkpoint{Step: step, Admitted: map[string]map[string]map[string]string{}, Evicted: map[string]string{},
+		Pending: []string{}, Inactive: []string{}, Finished: []string{}, PodCounts: map[string]map[string]int32{}}
+	for _, v := range views {
+		key := v.Namespace + "/" + v.Name
+		switch v.Status {
+		case "admitted":
+			cp.Admitted[key] = v.Assignment
+			cp.PodCounts[key] = v.PodCounts
+		case "pending":
+			cp.Pending = append(cp.Pending, key)
+		case "inactive":
+			cp.Inactive = append(cp.Inactive, key)
+		case "finished":
+			cp.Finished = append(cp.Finished, key)
+		}
+	}
+	slices.Sort(cp.Pending)
+	slices.Sort(cp.Inactive)
+	slices.Sort(cp.Finished)
+	return cp
+}
+
+func marshal(t *testing.T, o any) []byte {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func kindOf(doc []byte) string {
+	var tm struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(doc, &tm)
+	return tm.Kind
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/testenv"
+	"github.com/jetqueue/jetqueue/services/admission/admission"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+)
+
+// system is one running jetqueue: NATS, a database, ingest and admission.
+type system struct {
+	t    testing.TB
+	base string
+	nats string
+	db   string
+	stop []func()
+}
+
+var clock0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func start(t testing.TB) *system {
+	t.Helper()
+	srv := testenv.NATS(t)
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t)}
+	s.startAdmission("a")
+	addr := make(chan string, 1)
+	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+			Listening: func(a string) { addr <- a }})
+	})
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingest did not start")
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *system) startAdmission(instance string) func() {
+	return s.run("admission-"+instance, func(ctx context.Context, rt *service.Runtime) error {
+		return admission.Run(ctx, rt, admission.Config{NATSURL: s.nats, Shard: "admission-0", Instance: instance, LeaseTTL: 2 * time.Second})
+	})
+}
+
+// run starts a service through the shared runtime and returns its stop.
+func (s *system) run(name string, main service.Main) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- service.RunContext(ctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, zap.NewNop(), main)
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			s.t.Errorf("%s: %v", name, err)
+		}
+	}
+	s.stop = append(s.stop, stop)
+	return stop
+}
+
+func (s *system) close() {
+	for i := len(s.stop) - 1; i >= 0; i-- {
+		s.stop[i]()
+	}
+}
+
+// call sends a request and decodes the JSON answer into out (if non-nil).
+func (s *system) call(method, path string, body []byte, out any) int {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			s.t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+// must is call that fails the test on a status other than want.
+func (s *system) must(want int, method, path string, body []byte) {
+	s.t.Helper()
+	var out json.RawMessage
+	if got := s.call(method, path, body, &out); got != want {
+		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, out)
+	}
+}
+
+func (s *system) sync() {
+	s.t.Helper()
+	s.must(http.StatusOK, "GET", "/v1/sync?timeout=30s", nil)
+}
+
+type view struct {
+	Namespace  string                       `json:"namespace"`
+	Name       string                       `json:"name"`
+	Status     string                       `json:"status"`
+	Assignment map[string]map[string]string `json:"assignment"`
+	PodCounts  map[string]int32             `json:"podCounts"`
+	Reason     string                       `json:"reason"`
+}
+
+// workloads lists every workload through the paginated query API.
+func (s *system) workloads() []view {
+	s.t.Helper()
+	var all []view
+	after := ""
+	for {
+		var page struct {
+			Items []view `json:"items"`
+			Next  string `json:"next"`
+		}
+		if code := s.call("GET", "/v1/workloads?limit=1000&after="+after, nil, &page); code != http.StatusOK {
+			s.t.Fatalf("list workloads: %d", code)
+		}
+		all = append(all, page.Items...)
+		if page.Next == "" {
+			return all
+		}
+		after = page.Next
+	}
+}
+
+func list(docs ...[]byte) []byte {
+	return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"List","items":[%s]}`, strings.Join(stringsOf(docs), ",")))
+}
+
+func stringsOf(b [][]byte) []string {
+	out := make([]string, len(b))
+	for i, d := range b {
+		out[i] = string(d)
+	}
+	return out
+}
+
+// evictedSince returns the evictions published after *since (a stream
+// sequence) by reason, from the workloads' histories, and moves *since to
+// the latest event seen.
+func (s *system) evictedSince(since *uint64) map[string]string {
+	s.t.Helper()
+	out := map[string]string{}
+	last := *since
+	for _, v := range s.workloads() {
+		var detail struct {
+			Events []struct {
+				Seq  uint64          `json:"seq"`
+				Type string          `json:"type"`
+				Data json.RawMessage `json:"data"`
+			} `json:"events"`
+		}
+		s.call("GET", "/v1/workloads/"+v.Namespace+"/"+v.Name, nil, &detail)
+		for _, e := range detail.Events {
+			last = max(last, e.Seq)
+			if e.Seq <= *since || e.Type != "io.jetqueue.workload.evicted.v1" {
+				continue
+			}
+			var d struct {
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal(e.Data, &d)
+			out[v.Namespace+"/"+v.Name] = d.Reason
+		}
+	}
+	*since = last
+	return out
+}

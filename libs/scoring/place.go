@@ -1,0 +1,110 @@
+package scoring
+
+import (
+	"cmp"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Placement is where one pod of a podSet went.
+type Placement struct {
+	// Node is empty when no node was feasible; Unschedulable says why.
+	Node          string
+	Score         NodeScore
+	Unschedulable *Unschedulable
+}
+
+// Unschedulable is the most frequent failed filter over the nodes, the
+// value behind kube-scheduler's "0/N nodes are available" message.
+type Unschedulable struct {
+	Reason   Reason
+	Resource corev1.ResourceName // set for InsufficientResource
+	// Count nodes failed this way, out of Total.
+	Count, Total int
+}
+
+func (u *Unschedulable) String() string {
+	what := string(u.Reason)
+	if u.Resource != "" {
+		what += " " + string(u.Resource)
+	}
+	return fmt.Sprintf("0/%d nodes are available: %d %s", u.Total, u.Count, what)
+}
+
+// Place puts count pods on nodes one at a time, each on the best-ranked
+// node that passes Filter given the pods placed before it; every placement
+// adds the pod's Charge to that node. Once no node is feasible the
+// remaining pods all report the same Unschedulable, since nothing changes
+// any more. nodes are not modified.
+func (s *Scorer) Place(pod *Pod, count int, nodes []Node) []Placement {
+	if count <= 0 {
+		return nil
+	}
+	p, fp := s.plan(pod), newFilterPlan(pod)
+	// Only the node that receives a pod changes, so each node is filtered
+	// and scored once up front and then only after it receives a pod.
+	type nodeState struct {
+		score NodeScore
+		fail  FilterResult
+		added Resources
+	}
+	st := make([]nodeState, len(nodes))
+	eval := func(i int) {
+		n := &st[i]
+		if n.fail = fp.filter(&nodes[i], n.added); n.fail.Passed() {
+			n.score = p.score(&nodes[i], n.added)
+		}
+	}
+	for i := range nodes {
+		eval(i)
+	}
+	out := make([]Placement, 0, count)
+	for len(out) < count {
+		best := -1
+		for i := range st {
+			if st[i].fail.Passed() && (best < 0 || st[i].score.Compare(st[best].score) < 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			u := mostFrequent(st, func(n nodeState) FilterResult { return n.fail })
+			for len(out) < count {
+				c := u
+				out = append(out, Placement{Unschedulable: &c})
+			}
+			break
+		}
+		out = append(out, Placement{Node: nodes[best].Name, Score: st[best].score})
+		n := &st[best]
+		if n.added == nil {
+			n.added = make(Resources, len(p.charge))
+		}
+		for name, v := range p.charge {
+			n.added[name] = addSat(n.added[name], v)
+		}
+		eval(best)
+	}
+	return out
+}
+
+// mostFrequent counts failures by reason and resource; ties go to the
+// smaller reason token, then resource name, so the answer is stable.
+func mostFrequent[T any](nodes []T, fail func(T) FilterResult) Unschedulable {
+	type key struct {
+		reason   Reason
+		resource corev1.ResourceName
+	}
+	counts := map[key]int{}
+	for _, n := range nodes {
+		f := fail(n)
+		counts[key{f.Reason, f.Resource}]++
+	}
+	best := Unschedulable{Reason: NoNodes, Total: len(nodes)}
+	for k, c := range counts {
+		if c > best.Count || c == best.Count && cmp.Or(cmp.Compare(k.reason, best.Reason), cmp.Compare(k.resource, best.Resource)) < 0 {
+			best.Reason, best.Resource, best.Count = k.reason, k.resource, c
+		}
+	}
+	return best
+}

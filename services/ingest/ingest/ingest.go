@@ -1,0 +1,130 @@
+// Package ingest is the front door of jetqueue: the HTTP API of API.md,
+// which validates what clients send with libs/api and publishes it to
+// JQ_EVENTS, and the projector that keeps the PostgreSQL read model the
+// queries are answered from.
+//
+// Nothing invalid reaches the stream: a request is decoded and validated
+// whole before its first event is published. Uniqueness of a workload name
+// is enforced by JetStream itself: a submission is published only if the
+// workload's subject is empty (or ends in a deletion), so two concurrent
+// submissions of one name cannot both succeed.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/store"
+)
+
+// Config is the service's configuration.
+type Config struct {
+	NATSURL     string
+	DatabaseURL string
+	HTTPAddr    string
+	MaxBody     int64
+	Stream      bus.StreamOptions
+	// Now is the clock; nil means the wall clock.
+	Now func() time.Time
+	// Listening, when set, receives the HTTP address once it listens.
+	Listening func(addr string)
+}
+
+// Server is one ingest instance.
+type Server struct {
+	cfg    Config
+	log    *zap.Logger
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	store  *store.Store
+
+	mu          sync.Mutex
+	lastCreated time.Time
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	nc, err := bus.Connect(cfg.NATSURL, "ingest")
+	if err != nil {
+		return err
+	}
+	defer nc.Drain() //nolint:errcheck // best effort on the way out
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	stream, err := bus.EnsureStream(ctx, js, cfg.Stream)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st}
+
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	pctx, stopProjector := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := project(pctx, rt.Log, stream, st); err != nil {
+			errc <- err
+		}
+	}()
+	if cfg.Listening != nil {
+		cfg.Listening(lis.Addr().String())
+	}
+	rt.SetReady(true)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	stopProjector()
+	wg.Wait()
+	return err
+}
+
+// createdAt gives each accepted workload its creation time: the clock, but
+// at least 1 ms after the previous one, so that queue order is total.
+func (s *Server) createdAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.cfg.Now().UTC().Truncate(time.Millisecond)
+	if next := s.lastCreated.Add(time.Millisecond); !s.lastCreated.IsZero() && !t.After(s.lastCreated) {
+		t = next
+	}
+	s.lastCreated = t
+	return t
+}
