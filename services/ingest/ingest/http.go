@@ -299,8 +299,11 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	var expect uint64
-	if prev != nil && prev.Type == events.WorkloadDeleted {
+	switch {
+	case prev != nil && prev.Type == events.WorkloadDeleted:
 		expect = seq
+	case prev != nil:
+		return s.resubmitted(r.Context(), subject, id, wl)
 	}
 	ev := s.event(events.WorkloadSubmitted, subject, &events.WorkloadSubmittedData{
 		WorkloadRef: events.WorkloadRef{Namespace: wl.Namespace, Name: wl.Name}, Workload: raw, CreatedAt: s.createdAt()})
@@ -318,6 +321,39 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 		status = http.StatusOK
 	}
 	return status, submitted{Namespace: wl.Namespace, Name: wl.Name, UID: string(wl.UID), Seq: got}, nil
+}
+
+// resubmitted answers a submission under a name that is taken: the same
+// answer as before if it is the same submission (same body, or same
+// Idempotency-Key), else 409.
+func (s *Server) resubmitted(ctx context.Context, subject, id string, wl *api.Workload) (int, any, error) {
+	var cur *events.Event
+	var curSeq uint64
+	for next := uint64(1); ; {
+		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if ev, err := events.Parse(m.Header.Get, m.Data); err == nil {
+			switch ev.Type {
+			case events.WorkloadSubmitted:
+				cur, curSeq = &ev, m.Sequence
+			case events.WorkloadDeleted:
+				cur = nil
+			}
+		}
+		next = m.Sequence + 1
+	}
+	if cur == nil || cur.ID != id {
+		return 0, nil, fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "metadata.name",
+			"a different workload with this name exists")
+	}
+	var prev api.Workload
+	_ = json.Unmarshal(cur.Data.(*events.WorkloadSubmittedData).Workload, &prev)
+	return http.StatusOK, submitted{Namespace: wl.Namespace, Name: wl.Name, UID: string(prev.UID), Seq: curSeq}, nil
 }
 
 func digest(parts ...string) string {
