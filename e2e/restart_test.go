@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+)
+
+const restartWorld = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: rf}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: rf
+      resources: [{name: cpu, nominalQuota: "50"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+`
+
+func cpuWorkload(name string) []byte {
+	return fmt.Appendf(nil, `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":"ns"},
+ "spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`, name)
+}
+
+// decisionsPerWorkload counts QuotaReserved events per workload in the log.
+func (s *system) decisionsPerWorkload() map[string]int {
+	s.t.Helper()
+	nc, err := bus.Connect(s.nats, "probe")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for {
+		msgs, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			n++
+			if ev, err := bus.Decode(m); err == nil && ev.Type == events.QuotaReserved {
+				out[ev.Data.(*events.QuotaReservedData).Name]++
+			}
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// TestAdmissionRestartMidStream kills admission while submissions flow,
+// starts a new instance, and checks the end state equals an uninterrupted
+// run: the 50 that fit are admitted exactly once, quota is never exceeded.
+func TestAdmissionRestartMidStream(t *testing.T) {
+	s := start(t)
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
+	for i := range 80 {
+		if i == 30 {
+			s.stop[0]() // the first admission instance
+		}
+		if i == 50 {
+			s.startAdmission("b")
+		}
+		s.must(http.StatusAccepted, "POST", "/v1/workloads", cpuWorkload(fmt.Sprintf("w%02d", i)))
+	}
+	s.sync()
+	admitted := 0
+	for _, v := range s.workloads() {
+		if v.Status == "admitted" {
+			admitted++
+		}
+	}
+	if admitted != 50 {
+		t.Errorf("%d admitted, want the 50 that fit", admitted)
+	}
+	for name, n := range s.decisionsPerWorkload() {
+		if n != 1 {
+			t.Errorf("%s admitted %d times in the log", name, n)
+		}
+	}
+	var cq struct {
+		Usage []struct {
+			Used int64 `json:"used"`
+		} `json:"usage"`
+	}
+	s.call("GET", "/v1/clusterqueues/cq", nil, &cq)
+	if len(cq.Usage) != 1 || cq.Usage[0].Used != 50_000 {
+		t.Errorf("usage %+v, want exactly 50 cpu", cq.Usage)
+	}
+}
