@@ -86,6 +86,8 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.Reason = nil
 	w.PodsReady = false
 	w.Info.LastTried = nil
+	e.admissionSeq++
+	w.admissionSeq = e.admissionSeq
 	w.record = admittedRecord(w)
 	e.admittedHash += hashAdmitted(w)
 }
@@ -121,7 +123,8 @@ func (e *Engine) notReady() bool {
 
 func admittedRecord(w *Workload) *scheduler.AdmittedWorkload {
 	return &scheduler.AdmittedWorkload{Key: w.Info.Key, UID: w.Info.UID, ClusterQueue: w.Admission.ClusterQueue,
-		Priority: w.Info.Priority, QueueTime: w.Info.Created, AdmittedAt: w.AdmittedAt, Usage: w.Admission.Usage}
+		Priority: w.Info.Priority, QueueTime: w.Info.Created, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq,
+		Usage: w.Admission.Usage}
 }
 
 // evict takes a workload's quota away and sends it back to its queue. A

@@ -49,6 +49,7 @@ type Workload struct {
 	// timed out waiting for PodsReady, and when it may queue again.
 	RequeueCount int32
 	RequeueAt    time.Time
+	admissionSeq uint64
 	// record is its entry among its queue's admitted workloads.
 	record *scheduler.AdmittedWorkload
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
@@ -79,6 +80,8 @@ type Engine struct {
 	podsReady podsready.Config
 	recording bool
 	decisions []Decision
+	// admissionSeq counts admissions, to order those of one instant.
+	admissionSeq uint64
 	// admittedHash sums hashAdmitted over admitted workloads.
 	admittedHash uint64
 	// pinned is the head that blockAdmission holds, with the admission it

@@ -18,7 +18,10 @@ type AdmittedWorkload struct {
 	// QueueTime is its queue-order timestamp, for LowerOrNewerEqualPriority.
 	QueueTime  time.Time
 	AdmittedAt time.Time
-	Usage      quota.Usage
+	// AdmissionSeq orders admissions made at the same instant (the clock
+	// may not move between them), so "more recently admitted" stays total.
+	AdmissionSeq uint64
+	Usage        quota.Usage
 }
 
 // PreemptionKind says on what grounds a victim was chosen.
@@ -270,6 +273,9 @@ func candidateOrder(a, b *AdmittedWorkload, cq string) int {
 		return cmp.Compare(a.Priority, b.Priority)
 	}
 	if c := b.AdmittedAt.Compare(a.AdmittedAt); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.AdmissionSeq, a.AdmissionSeq); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.UID, b.UID); c != 0 {
