@@ -16,13 +16,14 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "jqctl",
-		Short:         "jetqueue's command line: simulate scenarios against the admission core",
+		Short:         "jetqueue's command line: talk to a jetqueue server, or simulate scenarios locally",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newSimulate(stdout, stderr))
+	addClientCommands(root, stdout)
 	return root
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeAPI answers like ingest with canned bodies, so the CLI's rendering
+// is pinned by golden files; the real API is exercised by the e2e suite.
+func fakeAPI(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "lendingLimit") {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"errors":[{"object":"ClusterQueue/cq-a","field":"spec.resourceGroups[0].flavors[0].resources[0].lendingLimit","message":"must be nil when cohort is empty"}]}`)
+			return
+		}
+		io.WriteString(w, `{"applied":[{"kind":"ResourceFlavor","name":"rf","action":"created"},{"kind":"LocalQueue","namespace":"team-a","name":"lq","action":"unchanged"}]}`)
+	})
+	mux.HandleFunc("POST /v1/workloads", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(202)
+		io.WriteString(w, `{"namespace":"team-a","name":"train","uid":"u-1","seq":7}`)
+	})
+	mux.HandleFunc("GET /v1/workloads", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"items":[
+ {"namespace":"team-a","name":"train","localQueue":"lq","clusterQueue":"gpu","priority":100,"status":"admitted","assignment":{"main":{"cpu":"on-demand","nvidia.com/gpu":"a100"}},"evictions":0},
+ {"namespace":"team-b","name":"etl","localQueue":"lq","clusterQueue":"cpu","priority":0,"status":"pending","reason":"WaitingForQuota","message":"couldn't assign flavors","evictions":2}],"next":""}`)
+	})
+	mux.HandleFunc("GET /v1/workloads/team-a/train", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"namespace":"team-a","name":"train","localQueue":"lq","clusterQueue":"gpu","priority":100,"status":"admitted",
+ "assignment":{"main":{"cpu":"on-demand"}},"evictions":0,"events":[
+ {"seq":5,"type":"io.jetqueue.workload.submitted.v1","time":"2026-01-01T00:00:00Z","data":{}},
+ {"seq":6,"type":"io.jetqueue.workload.quotareserved.v1","time":"2026-01-01T00:00:01Z","data":{}}]}`)
+	})
+	mux.HandleFunc("POST /v1/workloads/team-a/train/finish", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestClientVerbsOutput(t *testing.T) {
+	srv := fakeAPI(t)
+	dir := t.TempDir()
+	cq := filepath.Join(dir, "cq.yaml")
+	os.WriteFile(cq, []byte("kind: ClusterQueue\n"), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("lendingLimit: 1\n"), 0o644)
+	cases := []struct {
+		golden string
+		args   []string
+		code   int
+	}{
+		{"apply", []string{"apply", "-f", cq}, 0},
+		{"apply-invalid", []string{"apply", "-f", bad}, 2},
+		{"submit", []string{"submit", "-f", cq}, 0},
+		{"get-workloads", []string{"get", "workloads"}, 0},
+		{"get-workloads-wide", []string{"get", "workloads", "-o", "wide"}, 0},
+		{"get-workloads-json", []string{"get", "workloads", "-o", "json"}, 0},
+		{"describe", []string{"describe", "team-a/train"}, 0},
+		{"finish", []string{"finish", "team-a/train"}, 0},
+		{"bad-key", []string{"finish", "train"}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.golden, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append(tc.args, "--server", srv.URL), &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr.String())
+			}
+			got := "-- stdout --\n" + stdout.String() + "-- stderr --\n" + strings.ReplaceAll(stderr.String(), srv.URL, "SERVER")
+			golden := filepath.Join("testdata", "client-"+tc.golden+".golden")
+			if *update {
+				os.WriteFile(golden, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
