@@ -35,8 +35,16 @@ func start(t testing.TB) *system {
 	srv := testenv.NATS(t)
 	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t)}
 	s.startAdmission("a")
+	s.startIngest()
+	t.Cleanup(s.close)
+	return s
+}
+
+// startIngest starts an ingest instance and points the client at it.
+func (s *system) startIngest() func() {
+	s.t.Helper()
 	addr := make(chan string, 1)
-	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
 			Listening: func(a string) { addr <- a }})
 	})
@@ -44,10 +52,9 @@ func start(t testing.TB) *system {
 	case a := <-addr:
 		s.base = "http://" + a
 	case <-time.After(30 * time.Second):
-		t.Fatal("ingest did not start")
+		s.t.Fatal("ingest did not start")
 	}
-	t.Cleanup(s.close)
-	return s
+	return stop
 }
 
 func (s *system) startAdmission(instance string) func() {

@@ -80,12 +80,22 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	defer st.Close()
 	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st}
 
+	handler := s.routes()
+	subs, err := s.serveNATS(nc, handler)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, sub := range subs {
+			_ = sub.Drain()
+		}
+	}()
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 3)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -93,10 +103,16 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	pctx, stopProjector := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		if err := project(pctx, rt.Log, stream, st); err != nil {
+			errc <- err
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.consumeSubmissions(pctx, js, nc, handler); err != nil {
 			errc <- err
 		}
 	}()

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+)
+
+func (s *system) natsConn() *nats.Conn {
+	s.t.Helper()
+	nc, err := bus.Connect(s.nats, "client")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
+// request sends a request/reply call and returns the status and body.
+func request(t *testing.T, nc *nats.Conn, subject string, body []byte) (int, []byte) {
+	t.Helper()
+	msg, err := nc.Request(subject, body, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	code, err := strconv.Atoi(msg.Header.Get("Status"))
+	if err != nil {
+		t.Fatalf("%s: no Status header", subject)
+	}
+	return code, msg.Data
+}
+
+// TestNATSRequestReplyAnswersLikeHTTP: the request/reply subjects give the
+// HTTP API's statuses and bodies.
+func TestNATSRequestReplyAnswersLikeHTTP(t *testing.T) {
+	s := start(t)
+	nc := s.natsConn()
+	if code, body := request(t, nc, ingest.SubjectApply, []byte(restartWorld)); code != http.StatusOK || !strings.Contains(string(body), `"applied"`) {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	if code, body := request(t, nc, ingest.SubjectApply, []byte("kind: [")); code != http.StatusBadRequest || !strings.Contains(string(body), `"errors"`) {
+		t.Fatalf("bad apply: %d %s", code, body)
+	}
+	if code, body := request(t, nc, ingest.SubjectSubmit, cpuWorkload("w")); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	if code, _ := request(t, nc, ingest.SubjectSubmit, cpuWorkload("w")); code != http.StatusOK {
+		t.Fatalf("identical resubmit: %d", code)
+	}
+	if code, _ := request(t, nc, ingest.SubjectFinish, []byte(`{"namespace":"ns","name":"ghost"}`)); code != http.StatusNotFound {
+		t.Fatalf("finish unknown: %d", code)
+	}
+	if code, _ := request(t, nc, ingest.SubjectPriority, []byte(`{"namespace":"ns","name":"w","priority":5}`)); code != http.StatusAccepted {
+		t.Fatalf("priority: %d", code)
+	}
+	if code, _ := request(t, nc, ingest.SubjectFinish, []byte(`{"namespace":"ns","name":"w","succeeded":true}`)); code != http.StatusAccepted {
+		t.Fatalf("finish: %d", code)
+	}
+	s.sync()
+	for _, v := range s.workloads() {
+		if v.Name == "w" && v.Status != "finished" {
+			t.Errorf("w is %s, want finished", v.Status)
+		}
+	}
+}
+
+// TestDurableSubmitIsNeverLost: submissions published to JQ_SUBMIT while
+// ingest is down are admitted once it runs; an invalid one is answered on
+// jq.rejected.<ce-id token> with the HTTP error body.
+func TestDurableSubmitIsNeverLost(t *testing.T) {
+	s := start(t)
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
+	s.stop[1]() // ingest
+	nc := s.natsConn()
+	js, _ := jetstream.New(nc)
+	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("bad-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	publish := func(id string, body []byte) {
+		m := nats.NewMsg("jq.submit.team")
+		m.Header.Set(events.HeaderSpecVersion, "1.0")
+		m.Header.Set(events.HeaderID, id)
+		m.Header.Set(events.HeaderType, ingest.SubmitType)
+		m.Header.Set(events.HeaderSource, "test")
+		m.Header.Set("Nats-Msg-Id", id)
+		m.Data = body
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("ok-1", cpuWorkload("durable"))
+	publish("ok-1", cpuWorkload("durable")) // a retry of the same event
+	publish("bad-1", []byte(`{"kind":"Workload"}`))
+	s.startIngest()
+	msg, err := rejected.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no rejection: %v", err)
+	}
+	var body struct {
+		Errors []json.RawMessage `json:"errors"`
+	}
+	if msg.Header.Get(events.HeaderType) != ingest.RejectedType || json.Unmarshal(msg.Data, &body) != nil || len(body.Errors) == 0 {
+		t.Errorf("rejection %v %s", msg.Header, msg.Data)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s.sync()
+		found := false
+		for _, v := range s.workloads() {
+			found = found || v.Name == "durable" && v.Status == "admitted"
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("durable submission never admitted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := s.decisionsPerWorkload()["durable"]; n != 1 {
+		t.Errorf("durable admitted %d times", n)
+	}
+}
