@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/quota"
@@ -174,9 +177,43 @@ func preemptionTargets(cq *ClusterQueue, wl *Workload, a *Assignment) []Target {
 	return targets
 }
 
+// fullRequests is what victims must make room for: the workload's full
+// pod counts on the flavors of assignment a, as Kueue v0.6.3's
+// totalRequestsForAssignment computes it even when a is a reduced (partial
+// admission) assignment. A reduced count therefore only preempts if the
+// full size would fit afterwards (upstream changed this in v0.9, #2826).
+// A podSet left without a flavor (where Kueue v0.6 panics) means no
+// targets.
+func fullRequests(cq *ClusterQueue, wl *Workload, a *Assignment) (quota.Usage, bool) {
+	_, coversPods := cq.GroupOf[corev1.ResourcePods]
+	req := quota.Usage{}
+	for i, ps := range wl.PodSets {
+		if i >= len(a.PodSets) {
+			return nil, false
+		}
+		perPod := ps.PerPod
+		if coversPods {
+			perPod = maps.Clone(perPod)
+			perPod[corev1.ResourcePods] = 1
+		}
+		for r, v := range perPod {
+			c, ok := a.PodSets[i].Flavors[r]
+			if !ok {
+				return nil, false
+			}
+			req[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] += v * int64(ps.Count)
+		}
+	}
+	return req, true
+}
+
 // chooseVictims returns the victims and whether the preemptor was allowed
 // to borrow when they were chosen.
 func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWorkload, bool) {
+	req, ok := fullRequests(cq, wl, a)
+	if !ok {
+		return nil, false
+	}
 	need := needsPreemption(a)
 	sim := newPreemptionSim(cq)
 	cands := candidates(sim, cq, wl, need)
@@ -190,7 +227,6 @@ func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWo
 			own = append(own, c)
 		}
 	}
-	req := a.Usage
 	bw := cq.Preemption.BorrowWithinCohort
 	switch {
 	case len(own) == len(cands):
