@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
 
 const rfYAML = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n"
@@ -152,5 +155,36 @@ func TestResubmissionIsIdempotentAndConflictsAreRefused(t *testing.T) {
 	}
 	if n := s.streamLen(); n != 4 {
 		t.Errorf("stream holds %d events, want 4 (w, k, delete w, w again)", n)
+	}
+}
+
+// TestBackpressureWhenAdmissionLags: with admission stopped, submissions
+// beyond the allowed lag get 503 with Retry-After.
+func TestBackpressureWhenAdmissionLags(t *testing.T) {
+	s := start(t)
+	s.stop[1]() // ingest with the default lag
+	s.stop[0]() // admission
+	addr := make(chan string, 1)
+	s.run("ingest-strict", func(ctx context.Context, rt *service.Runtime) error {
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", MaxLag: 3,
+			Listening: func(a string) { addr <- a }})
+	})
+	s.base = "http://" + <-addr
+	codes := map[int]int{}
+	for i := range 10 {
+		req, _ := http.NewRequest("POST", s.base+"/v1/workloads", bytes.NewReader(cpuWorkload(fmt.Sprint("w", i))))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+		time.Sleep(120 * time.Millisecond) // let the cached lag refresh
+	}
+	if codes[http.StatusServiceUnavailable] == 0 || codes[http.StatusAccepted] == 0 {
+		t.Errorf("statuses %v: want some accepted, then 503s", codes)
 	}
 }

@@ -253,6 +253,9 @@ type submitted struct {
 // from JetStream's deduplication; a different workload under a taken name
 // fails the subject fence and gets 409.
 func (s *Server) submit(r *http.Request) (int, any, error) {
+	if err := s.admit(r.Context()); err != nil {
+		return 0, nil, err
+	}
 	data, err := s.body(r)
 	if err != nil {
 		return 0, nil, err

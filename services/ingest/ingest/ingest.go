@@ -33,6 +33,9 @@ type Config struct {
 	DatabaseURL string
 	HTTPAddr    string
 	MaxBody     int64
+	// MaxLag is how many events admission may be behind before
+	// submissions are refused with 503; 0 disables the check.
+	MaxLag uint64
 	Stream      bus.StreamOptions
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
@@ -50,6 +53,7 @@ type Server struct {
 
 	mu          sync.Mutex
 	lastCreated time.Time
+	gate        lagGate
 }
 
 // Run serves until ctx ends.

@@ -1,0 +1,57 @@
+package ingest
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+)
+
+// lagGate refuses submissions while admission is too far behind the
+// stream: JetStream would accept them without limit, and latency would
+// grow without bound. The lag is read at most every 100ms.
+type lagGate struct {
+	mu      sync.Mutex
+	checked time.Time
+	lag     uint64
+}
+
+func (s *Server) admissionLag(ctx context.Context) (uint64, error) {
+	g := &s.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if time.Since(g.checked) < 100*time.Millisecond {
+		return g.lag, nil
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	done, err := bus.ReadProgress(ctx, s.js, "admission")
+	if err != nil {
+		return 0, err
+	}
+	g.lag, g.checked = 0, time.Now()
+	if info.State.LastSeq > done {
+		g.lag = info.State.LastSeq - done
+	}
+	return g.lag, nil
+}
+
+// admit answers 503 with Retry-After when admission lags by more than the
+// configured number of events.
+func (s *Server) admit(ctx context.Context) error {
+	if s.cfg.MaxLag == 0 {
+		return nil
+	}
+	lag, err := s.admissionLag(ctx)
+	if err != nil {
+		return err
+	}
+	if lag > s.cfg.MaxLag {
+		return fail(http.StatusServiceUnavailable, "", "", "admission is behind; retry later")
+	}
+	return nil
+}
