@@ -36,7 +36,7 @@ type Config struct {
 	// MaxLag is how many events admission may be behind before
 	// submissions are refused with 503; 0 disables the check.
 	MaxLag uint64
-	Stream      bus.StreamOptions
+	Stream bus.StreamOptions
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
 	// Listening, when set, receives the HTTP address once it listens.
