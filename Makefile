@@ -29,7 +29,7 @@ fuzz:
 	cd libs && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./api
 
 bench:
-	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store
+	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring
 
 lint: fmt vet
 	cd libs && $(GO) test -count=1 ./purity

@@ -23,6 +23,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newSimulate(stdout, stderr))
+	root.AddCommand(newScore(stdout, stderr))
 	addClientCommands(root, stdout)
 	return root
 }

@@ -18,6 +18,7 @@ var decisionPackages = []string{
 	"github.com/jetqueue/jetqueue/libs/engine",
 	"github.com/jetqueue/jetqueue/libs/sim",
 	"github.com/jetqueue/jetqueue/libs/podsready",
+	"github.com/jetqueue/jetqueue/libs/scoring",
 }
 
 // ioPackages may not appear anywhere in the core's dependency graph.

@@ -3,6 +3,7 @@ package scoring
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -56,18 +57,19 @@ func (s *Scorer) Place(pod *Pod, count int, nodes []Node) []Placement {
 			n.score = p.score(&nodes[i], n.added)
 		}
 	}
+	// order holds the feasible nodes best first; after a placement only its
+	// head moves, so it is re-inserted rather than the whole list re-sorted.
+	order := make([]int, 0, len(nodes))
 	for i := range nodes {
-		eval(i)
+		if eval(i); st[i].fail.Passed() {
+			order = append(order, i)
+		}
 	}
+	byScore := func(i, j int) int { return st[i].score.Compare(st[j].score) }
+	slices.SortFunc(order, byScore)
 	out := make([]Placement, 0, count)
 	for len(out) < count {
-		best := -1
-		for i := range st {
-			if st[i].fail.Passed() && (best < 0 || st[i].score.Compare(st[best].score) < 0) {
-				best = i
-			}
-		}
-		if best < 0 {
+		if len(order) == 0 {
 			u := mostFrequent(st, func(n nodeState) FilterResult { return n.fail })
 			for len(out) < count {
 				c := u
@@ -75,6 +77,8 @@ func (s *Scorer) Place(pod *Pod, count int, nodes []Node) []Placement {
 			}
 			break
 		}
+		best := order[0]
+		order = order[1:]
 		out = append(out, Placement{Node: nodes[best].Name, Score: st[best].score})
 		n := &st[best]
 		if n.added == nil {
@@ -83,7 +87,10 @@ func (s *Scorer) Place(pod *Pod, count int, nodes []Node) []Placement {
 		for name, v := range p.charge {
 			n.added[name] = addSat(n.added[name], v)
 		}
-		eval(best)
+		if eval(best); n.fail.Passed() {
+			at, _ := slices.BinarySearchFunc(order, best, byScore)
+			order = slices.Insert(order, at, best)
+		}
 	}
 	return out
 }
