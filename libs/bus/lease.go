@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,10 +22,14 @@ var ErrLeaseLost = errors.New("lease lost")
 // Lease is a JetStream-KV lease: the key exists while its holder renews it
 // within the bucket's TTL, and every renewal is a compare-and-swap on the
 // key's revision, so two holders can never both believe they hold it.
+// Its methods may be called from several goroutines (a renewer and a
+// publisher checking the fence).
 type Lease struct {
-	kv       jetstream.KeyValue
-	key      string
-	holder   string
+	kv     jetstream.KeyValue
+	key    string
+	holder string
+
+	mu       sync.Mutex
 	revision uint64
 }
 
@@ -58,6 +63,8 @@ func Acquire(ctx context.Context, kv jetstream.KeyValue, key, holder string) (*L
 
 // Renew extends the lease; it must run well within the TTL.
 func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	rev, err := l.kv.Update(ctx, l.key, []byte(l.holder), l.revision)
 	if err != nil {
 		return fmt.Errorf("renew lease %s: %w: %v", l.key, ErrLeaseLost, err)
@@ -69,6 +76,8 @@ func (l *Lease) Renew(ctx context.Context) error {
 // Check is the fence before a publish: the lease must still be ours at the
 // revision we last wrote.
 func (l *Lease) Check(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	entry, err := l.kv.Get(ctx, l.key)
 	if err != nil || entry.Revision() != l.revision || string(entry.Value()) != l.holder {
 		return fmt.Errorf("lease %s: %w", l.key, ErrLeaseLost)
@@ -78,5 +87,7 @@ func (l *Lease) Check(ctx context.Context) error {
 
 // Release gives the lease up so a standby can take over at once.
 func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.revision))
 }

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,7 +54,7 @@ type Service struct {
 	eng    *engine.Engine
 	kv     jetstream.KeyValue
 	lease  *bus.Lease
-	renew  time.Time
+	lost   atomic.Bool
 	last   uint64
 	onSubj map[string]uint64
 	mine   map[string]bool
@@ -86,19 +87,39 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	s := &Service{cfg: cfg, log: rt.Log, js: js, eng: engine.New(), kv: kv,
-		onSubj: map[string]uint64{}, mine: map[string]bool{}, batch: 512}
-	s.eng.RecordDecisions()
+	s := &Service{cfg: cfg, log: rt.Log, js: js, kv: kv, batch: 512}
 	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
 		return err
 	}
-	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	defer s.releaseLease()
+	for ctx.Err() == nil {
+		err := s.follow(ctx, rt)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, bus.ErrLeaseLost) {
+			return err
+		}
+		// Decisions applied in memory may never have been published: start
+		// over from the log as a standby.
+		s.log.Warn("lease lost; replaying the log as a standby", zap.Error(err))
+		s.lease = nil
+	}
+	return nil
+}
+
+// follow replays the stream from the start into a fresh engine, then keeps
+// following it, deciding while it holds the lease.
+func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
+	s.eng = engine.New()
+	s.eng.RecordDecisions()
+	s.onSubj, s.mine, s.last = map[string]uint64{}, map[string]bool{}, 0
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
-	defer s.releaseLease()
 	for ctx.Err() == nil {
-		if err := s.step(ctx, rt, cons); err != nil && ctx.Err() == nil {
+		if err := s.step(ctx, rt, cons); err != nil {
 			return err
 		}
 	}
@@ -209,19 +230,14 @@ func (s *Service) apply(ev events.Event) error {
 	return nil
 }
 
-// lead acquires or renews the shard's lease; a standby keeps trying.
+// lead acquires the shard's lease when free; a standby keeps trying. The
+// lease is renewed in the background, so a long cycle cannot let it lapse;
+// a renewal that fails marks it lost.
 func (s *Service) lead(ctx context.Context) error {
-	now := time.Now()
 	if s.lease != nil {
-		if now.Sub(s.renew) < s.cfg.LeaseTTL/3 {
-			return nil
+		if s.lost.Load() {
+			return fmt.Errorf("admission %s: %w", s.cfg.Instance, bus.ErrLeaseLost)
 		}
-		if err := s.lease.Renew(ctx); err != nil {
-			// Decisions already applied in memory may never have been
-			// published: the only safe continuation is a fresh replay.
-			return fmt.Errorf("admission %s: %w", s.cfg.Instance, err)
-		}
-		s.renew = now
 		return nil
 	}
 	l, err := bus.Acquire(ctx, s.kv, s.cfg.Shard, s.cfg.Instance)
@@ -232,8 +248,29 @@ func (s *Service) lead(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("leading", zap.String("shard", s.cfg.Shard))
-	s.lease, s.renew = l, now
+	s.lease = l
+	s.lost.Store(false)
+	go s.keep(ctx, l)
 	return nil
+}
+
+// keep renews the lease every third of its TTL until it fails or ctx ends.
+func (s *Service) keep(ctx context.Context, l *bus.Lease) {
+	t := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.Renew(ctx); err != nil {
+				if ctx.Err() == nil {
+					s.lost.Store(true)
+				}
+				return
+			}
+		}
+	}
 }
 
 func (s *Service) releaseLease() {
