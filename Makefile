@@ -5,7 +5,7 @@ GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
 
-.PHONY: build run test unit conformance fuzz bench lint fmt vet
+.PHONY: build run test unit e2e conformance fuzz bench lint fmt vet
 
 build:
 	@mkdir -p $(BIN)
@@ -16,10 +16,14 @@ build:
 
 ## test: everything CI runs — lint, unit and property tests, every conformance
 ## scenario through `jqctl simulate`, and a short fuzz of the decoder.
-test: lint unit fuzz
+test: lint unit e2e fuzz
 
 unit:
-	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+	@for m in $(filter-out e2e,$(MODULES)); do echo "== go test $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+
+## e2e: every in-scope scenario through real NATS, PostgreSQL, ingest and admission.
+e2e:
+	cd e2e && $(GO) test -count=1 -parallel 6 -timeout 20m ./...
 
 ## conformance: every scenario in conformance/ through `jqctl simulate` (also part of unit).
 conformance:

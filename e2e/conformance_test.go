@@ -70,28 +70,40 @@ func play(t *testing.T, sc *sim.Scenario) {
 	s.evictedSince(&lastExpect)
 	for i, st := range sc.Steps {
 		switch {
+		case len(st.Submit) == 1:
+			s.must(http.StatusAccepted, "POST", "/v1/workloads", marshal(t, st.Submit[0]))
 		case st.Submit != nil:
+			// One request, so that admission considers them in one cycle
+			// as the simulator does.
+			var docs [][]byte
 			for _, o := range st.Submit {
-				s.must(http.StatusAccepted, "POST", "/v1/workloads", marshal(t, o))
+				docs = append(docs, marshal(t, o))
 			}
+			s.must(http.StatusAccepted, "POST", "/v1/workloads", list(docs...))
 		case st.Apply != nil:
 			var docs [][]byte
 			for _, o := range st.Apply {
 				docs = append(docs, marshal(t, o))
 			}
 			s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
+		// Several changes in one step are sent as one batch (JQ-Batch), so
+		// that admission decides once they have all arrived, as the
+		// simulator does after the step.
 		case st.Delete != nil:
+			b := s.batch(i, len(st.Delete))
 			for _, k := range st.Delete {
-				s.must(http.StatusAccepted, "DELETE", "/v1/workloads/"+k, nil)
+				s.mustBatch(b, http.StatusAccepted, "DELETE", "/v1/workloads/"+k, nil)
 			}
 		case st.Finish != nil:
+			b := s.batch(i, len(st.Finish))
 			for _, k := range st.Finish {
-				s.must(http.StatusAccepted, "POST", "/v1/workloads/"+k+"/finish", []byte(`{"succeeded":true}`))
+				s.mustBatch(b, http.StatusAccepted, "POST", "/v1/workloads/"+k+"/finish", []byte(`{"succeeded":true}`))
 			}
 		case st.SetPriority != nil:
+			b := s.batch(i, len(st.SetPriority))
 			for _, k := range sortedKeys(st.SetPriority) {
 				body, _ := json.Marshal(map[string]int32{"priority": st.SetPriority[k]})
-				s.must(http.StatusAccepted, "POST", "/v1/workloads/"+k+"/priority", body)
+				s.mustBatch(b, http.StatusAccepted, "POST", "/v1/workloads/"+k+"/priority", body)
 			}
 		case st.Reject != nil:
 			for j, d := range st.Reject {

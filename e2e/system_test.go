@@ -51,7 +51,7 @@ func (s *system) startIngest() func() {
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		s.t.Fatal("ingest did not start")
 	}
 	return stop
@@ -110,6 +110,35 @@ func (s *system) call(method, path string, body []byte, out any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+// batch names the changes of one scenario step ("" for a single change).
+func (s *system) batch(step, n int) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("step-%d/%d", step, n)
+}
+
+// mustBatch is must with the JQ-Batch header when batch is set.
+func (s *system) mustBatch(batch string, want int, method, path string, body []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if batch != "" {
+		req.Header.Set("JQ-Batch", batch)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		data, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, data)
+	}
 }
 
 // must is call that fails the test on a status other than want.

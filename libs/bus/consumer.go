@@ -2,9 +2,11 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetqueue/jetqueue/libs/events"
@@ -90,4 +92,39 @@ func Consume(ctx context.Context, c jetstream.Consumer, batch int, h Handler) er
 		}
 	}
 	return nil
+}
+
+// Batch returns what is available now, up to max messages, without waiting
+// for a full batch; when nothing is available it waits up to wait for the
+// next message. Fetch alone would hold every partial batch for its whole
+// wait, adding that much latency to each step of a pipeline.
+func Batch(ctx context.Context, c jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
+	msgs, err := c.FetchNoWait(max)
+	if err != nil {
+		return nil, err
+	}
+	out := collect(msgs)
+	if err := msgs.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return out, err
+	}
+	if len(out) > 0 || ctx.Err() != nil {
+		return out, nil
+	}
+	msgs, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	out = collect(msgs)
+	if err := msgs.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+		return out, err
+	}
+	return out, nil
+}
+
+func collect(b jetstream.MessageBatch) []jetstream.Msg {
+	var out []jetstream.Msg
+	for m := range b.Messages() {
+		out = append(out, m)
+	}
+	return out
 }

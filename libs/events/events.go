@@ -28,6 +28,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,8 @@ type Event struct {
 	Time    time.Time
 	Subject string
 	Data    any
+	// Batch, when set, is the unit of events this one belongs to.
+	Batch *Batch
 }
 
 // CloudEvents header names (binary content mode).
@@ -116,11 +119,12 @@ const (
 	HeaderSource      = "ce-source"
 	HeaderTime        = "ce-time"
 	HeaderSubject     = "ce-subject"
+	HeaderBatch       = "ce-jqbatch"
 )
 
 // Headers renders the CloudEvents attributes.
 func (e Event) Headers() map[string]string {
-	return map[string]string{
+	h := map[string]string{
 		HeaderSpecVersion: "1.0",
 		HeaderID:          e.ID,
 		HeaderType:        string(e.Type),
@@ -128,6 +132,10 @@ func (e Event) Headers() map[string]string {
 		HeaderTime:        e.Time.UTC().Format(time.RFC3339Nano),
 		HeaderSubject:     e.Subject,
 	}
+	if e.Batch != nil {
+		h[HeaderBatch] = e.Batch.String()
+	}
+	return h
 }
 
 // Body encodes the payload.
@@ -148,6 +156,11 @@ func Parse(header func(string) string, body []byte) (Event, error) {
 		return e, fmt.Errorf("event %s: ce-time: %w", e.ID, err)
 	}
 	e.Time = t
+	if v := header(HeaderBatch); v != "" {
+		if e.Batch, err = ParseBatch(v); err != nil {
+			return e, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+	}
 	newPayload, ok := payloads[e.Type]
 	if !ok {
 		return e, fmt.Errorf("event %s: unknown ce-type %q", e.ID, e.Type)
@@ -215,6 +228,32 @@ type WorkloadSubmittedData struct {
 	WorkloadRef
 	Workload  json.RawMessage `json:"workload"`
 	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// Batch groups events a client sent as one unit (several workloads in one
+// submission, or several changes marked with the JQ-Batch header):
+// admission considers them in the same scheduling cycle, deciding only once
+// all have arrived. It travels as the CloudEvents extension ce-jqbatch,
+// "<id>/<size>".
+type Batch struct {
+	ID   string
+	Size int
+}
+
+// String renders the header value.
+func (b Batch) String() string { return fmt.Sprintf("%s/%d", b.ID, b.Size) }
+
+// ParseBatch reads a ce-jqbatch or JQ-Batch value.
+func ParseBatch(v string) (*Batch, error) {
+	i := strings.LastIndexByte(v, '/')
+	if i <= 0 {
+		return nil, fmt.Errorf("batch %q: want <id>/<size>", v)
+	}
+	n, err := strconv.Atoi(v[i+1:])
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("batch %q: size must be a positive integer", v)
+	}
+	return &Batch{ID: v[:i], Size: n}, nil
 }
 
 // PriorityChangedData is a new spec.priority.

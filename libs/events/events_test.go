@@ -69,7 +69,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 	}
 	for typ, data := range samples {
 		t.Run(string(typ), func(t *testing.T) {
-			ev := Event{ID: "id-1", Type: typ, Source: "test", Time: t0, Subject: "jq.ev.x", Data: data}
+			ev := Event{ID: "id-1", Type: typ, Source: "test", Time: t0, Subject: "jq.ev.x", Data: data, Batch: &Batch{ID: "b.1", Size: 3}}
 			body, err := ev.Body()
 			if err != nil {
 				t.Fatal(err)
@@ -99,6 +99,7 @@ func TestParseRefusesBadEvents(t *testing.T) {
 		{"bad time", with(good, HeaderTime, "yesterday"), `{}`, "ce-time"},
 		{"no id", with(good, HeaderID, ""), `{}`, "without ce-id"},
 		{"wrong spec version", with(good, HeaderSpecVersion, "0.3"), `{}`, "specversion"},
+		{"bad batch", with(good, HeaderBatch, "b/zero"), `{}`, "size"},
 	}
 	for _, tc := range cases {
 		_, err := Parse(func(k string) string { return tc.header[k] }, []byte(tc.body))

@@ -59,6 +59,9 @@ type Service struct {
 	onSubj map[string]uint64
 	mine   map[string]bool
 	batch  int
+	// open counts the workloads still to come of each batch submission,
+	// with when the batch was first seen: decisions wait for whole batches.
+	open map[string]*openBatch
 	// progress publishes how far this instance has read, for /v1/sync.
 	progress *bus.Progress
 }
@@ -113,7 +116,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	s.eng = engine.New()
 	s.eng.RecordDecisions()
-	s.onSubj, s.mine, s.last = map[string]uint64{}, map[string]bool{}, 0
+	s.onSubj, s.mine, s.last, s.open = map[string]uint64{}, map[string]bool{}, 0, map[string]*openBatch{}
 	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
@@ -133,6 +136,9 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 		return err
 	}
 	rt.SetReady(true)
+	if s.waitForBatches() {
+		return nil
+	}
 	if err := s.lead(ctx); err != nil {
 		return err
 	}
@@ -147,7 +153,7 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 // consume applies the next batch of events and reports whether the
 // instance has caught up with the stream.
 func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
-	msgs, err := cons.Fetch(s.batch, jetstream.FetchMaxWait(200*time.Millisecond))
+	msgs, err := bus.Batch(ctx, cons, s.batch, 200*time.Millisecond)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil
@@ -156,7 +162,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 	}
 	var pending uint64
 	n := 0
-	for msg := range msgs.Messages() {
+	for _, msg := range msgs {
 		n++
 		meta, err := msg.Metadata()
 		if err != nil {
@@ -174,12 +180,12 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 			delete(s.mine, ev.ID)
 			continue
 		}
+		if ev.Batch != nil {
+			s.batchMember(ev.Batch)
+		}
 		if err := s.apply(ev); err != nil {
 			s.log.Warn("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
 		}
-	}
-	if err := msgs.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-		return false, fmt.Errorf("fetch: %w", err)
 	}
 	return n == 0 || pending == 0, nil
 }
@@ -228,6 +234,38 @@ func (s *Service) apply(ev events.Event) error {
 		}
 	}
 	return nil
+}
+
+type openBatch struct {
+	missing int
+	since   time.Time
+}
+
+// batchMaxWait bounds how long an incomplete batch holds decisions back:
+// only an ingest that died mid-batch leaves one incomplete.
+const batchMaxWait = 10 * time.Second
+
+func (s *Service) batchMember(b *events.Batch) {
+	ob := s.open[b.ID]
+	if ob == nil {
+		ob = &openBatch{missing: b.Size, since: time.Now()}
+		s.open[b.ID] = ob
+	}
+	if ob.missing--; ob.missing <= 0 {
+		delete(s.open, b.ID)
+	}
+}
+
+// waitForBatches reports whether a batch submission is still arriving, so
+// that its workloads are considered in the same cycle.
+func (s *Service) waitForBatches() bool {
+	for id, ob := range s.open {
+		if time.Since(ob.since) > batchMaxWait {
+			s.log.Warn("batch incomplete; deciding without the rest", zap.String("batch", id), zap.Int("missing", ob.missing))
+			delete(s.open, id)
+		}
+	}
+	return len(s.open) > 0
 }
 
 // lead acquires the shard's lease when free; a standby keeps trying. The

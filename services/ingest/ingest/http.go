@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,10 +249,12 @@ type submitted struct {
 	Seq       uint64 `json:"seq"`
 }
 
-// submit accepts one Workload or Job. The event id is derived from the
-// Idempotency-Key, else from the workload itself, so a retry is answered
-// from JetStream's deduplication; a different workload under a taken name
-// fails the subject fence and gets 409.
+// submit accepts one Workload or Job, or several at once (multi-document
+// YAML or a List): those are validated together, published together, and
+// considered by admission in the same cycle. The event id is derived from
+// the Idempotency-Key, else from the workload itself, so a retry is
+// answered from the stream; a different workload under a taken name fails
+// the subject fence and gets 409.
 func (s *Server) submit(r *http.Request) (int, any, error) {
 	if err := s.admit(r.Context()); err != nil {
 		return 0, nil, err
@@ -264,28 +267,81 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, invalid(err)
 	}
-	if len(objs) != 1 {
-		return 0, nil, fail(http.StatusBadRequest, "", "", fmt.Sprintf("want one Workload or Job, got %d documents", len(objs)))
+	var subs []*submission
+	for i, o := range objs {
+		sub, err := s.prepare(r, o)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(objs) > 1 {
+			sub.id = digest(sub.id, strconv.Itoa(i))
+		}
+		subs = append(subs, sub)
 	}
-	if err := api.Validate(objs[0]); err != nil {
-		return 0, nil, invalid(err)
+	if len(subs) == 1 {
+		return s.publishSubmission(r.Context(), subs[0], nil)
+	}
+	var fresh []*submission
+	answers := make([]submitted, len(subs))
+	for i, sub := range subs {
+		if sub.prev != nil && sub.prev.Type != events.WorkloadDeleted {
+			_, ans, err := s.resubmitted(r.Context(), sub.subject, sub.id, sub.wl)
+			if err != nil {
+				return 0, nil, err
+			}
+			answers[i] = ans.(submitted)
+			continue
+		}
+		fresh = append(fresh, sub)
+	}
+	batch := &events.Batch{ID: nuid.Next(), Size: len(fresh)}
+	status := http.StatusOK
+	for i, sub := range subs {
+		if !slices.Contains(fresh, sub) {
+			continue
+		}
+		_, ans, err := s.publishSubmission(r.Context(), sub, batch)
+		if err != nil {
+			return 0, nil, err
+		}
+		answers[i] = ans.(submitted)
+		status = http.StatusAccepted
+	}
+	return status, map[string]any{"items": answers}, nil
+}
+
+// submission is one validated workload ready to publish.
+type submission struct {
+	wl      *api.Workload
+	id      string
+	subject string
+	seq     uint64
+	prev    *events.Event
+}
+
+// prepare validates (and converts) one submitted object and reads its
+// subject's position.
+func (s *Server) prepare(r *http.Request, o api.Object) (*submission, error) {
+	if err := api.Validate(o); err != nil {
+		return nil, invalid(err)
 	}
 	var wl *api.Workload
-	switch o := objs[0].(type) {
+	switch o := o.(type) {
 	case *api.Workload:
 		wl = o
 	case *api.Job:
+		var err error
 		if wl, err = api.JobToWorkload(o, s.classes(r.Context())); err != nil {
-			return 0, nil, invalid(err)
+			return nil, invalid(err)
 		}
 	default:
-		return 0, nil, fail(http.StatusBadRequest, api.ObjectRef(objs[0]), "kind", "only Workload and batch/v1 Job can be submitted")
+		return nil, fail(http.StatusBadRequest, api.ObjectRef(o), "kind", "only Workload and batch/v1 Job can be submitted")
 	}
 	if wl.Name == "" {
 		wl.Name = wl.GenerateName + strings.ToLower(nuid.Next()[17:])
 	}
 	if err := api.Validate(wl); err != nil {
-		return 0, nil, invalid(err)
+		return nil, invalid(err)
 	}
 	spec, _ := json.Marshal(wl)
 	id := digest("submit", wl.Namespace, wl.Name, string(spec))
@@ -295,23 +351,27 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 	if wl.UID == "" {
 		wl.UID = types.UID(uidFrom(id))
 	}
-	raw, _ := json.Marshal(wl)
-	subject := events.WorkloadSubject(wl.Namespace, wl.Name)
-	seq, prev, err := s.last(r.Context(), subject)
-	if err != nil {
-		return 0, nil, err
-	}
+	sub := &submission{wl: wl, id: id, subject: events.WorkloadSubject(wl.Namespace, wl.Name)}
+	var err error
+	sub.seq, sub.prev, err = s.last(r.Context(), sub.subject)
+	return sub, err
+}
+
+// publishSubmission publishes one workload, fenced on its subject.
+func (s *Server) publishSubmission(ctx context.Context, sub *submission, batch *events.Batch) (int, any, error) {
+	wl := sub.wl
 	var expect uint64
 	switch {
-	case prev != nil && prev.Type == events.WorkloadDeleted:
-		expect = seq
-	case prev != nil:
-		return s.resubmitted(r.Context(), subject, id, wl)
+	case sub.prev != nil && sub.prev.Type == events.WorkloadDeleted:
+		expect = sub.seq
+	case sub.prev != nil:
+		return s.resubmitted(ctx, sub.subject, sub.id, wl)
 	}
-	ev := s.event(events.WorkloadSubmitted, subject, &events.WorkloadSubmittedData{
+	raw, _ := json.Marshal(wl)
+	ev := s.event(events.WorkloadSubmitted, sub.subject, &events.WorkloadSubmittedData{
 		WorkloadRef: events.WorkloadRef{Namespace: wl.Namespace, Name: wl.Name}, Workload: raw, CreatedAt: s.createdAt()})
-	ev.ID = id
-	got, dup, err := bus.Publish(r.Context(), s.js, ev, &expect)
+	ev.ID, ev.Batch = sub.id, batch
+	got, dup, err := bus.Publish(ctx, s.js, ev, &expect)
 	if errors.Is(err, bus.ErrConflict) {
 		return 0, nil, fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "metadata.name",
 			"a different workload with this name exists")
@@ -405,16 +465,33 @@ func (s *Server) workloadAction(typ events.Type) func(*http.Request) (int, any, 
 			data = &events.PriorityChangedData{WorkloadRef: ref, Priority: *in.Priority}
 		}
 		subject := events.WorkloadSubject(ns, name)
-		seq, prev, err := s.last(r.Context(), subject)
-		if err != nil {
-			return 0, nil, err
+		ev := s.event(typ, subject, data)
+		if v := r.Header.Get("JQ-Batch"); v != "" {
+			b, err := events.ParseBatch(v)
+			if err != nil {
+				return 0, nil, fail(http.StatusBadRequest, object, "JQ-Batch", err.Error())
+			}
+			ev.Batch = b
 		}
-		if prev == nil || prev.Type == events.WorkloadDeleted {
-			return 0, nil, fail(http.StatusNotFound, object, "", "workload not found")
-		}
-		got, _, err := bus.Publish(r.Context(), s.js, s.event(typ, subject, data), &seq)
-		if err != nil {
-			return 0, nil, conflictOr(err, object)
+		// The fence only guards against acting on a workload deleted in the
+		// meantime; admission's own decisions move the subject too, so a
+		// conflict is re-read and retried.
+		var got uint64
+		for attempt := 0; ; attempt++ {
+			seq, prev, err := s.last(r.Context(), subject)
+			if err != nil {
+				return 0, nil, err
+			}
+			if prev == nil || prev.Type == events.WorkloadDeleted {
+				return 0, nil, fail(http.StatusNotFound, object, "", "workload not found")
+			}
+			got, _, err = bus.Publish(r.Context(), s.js, ev, &seq)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, bus.ErrConflict) || attempt == 4 {
+				return 0, nil, conflictOr(err, object)
+			}
 		}
 		return http.StatusAccepted, map[string]any{"namespace": ns, "name": name, "seq": got}, nil
 	}

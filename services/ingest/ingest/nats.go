@@ -81,8 +81,10 @@ func newRequest(method, path string, body []byte, m *nats.Msg) (*http.Request, e
 	if err != nil {
 		return nil, err
 	}
-	if k := m.Header.Get("Idempotency-Key"); k != "" {
-		req.Header.Set("Idempotency-Key", k)
+	for _, h := range []string{"Idempotency-Key", "JQ-Batch"} {
+		if v := m.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
 	}
 	return req, nil
 }
@@ -128,14 +130,14 @@ func (s *Server) consumeSubmissions(ctx context.Context, js jetstream.JetStream,
 		return err
 	}
 	for ctx.Err() == nil {
-		msgs, err := c.Fetch(256, jetstream.FetchMaxWait(200*time.Millisecond))
+		msgs, err := bus.Batch(ctx, c, 256, 200*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		for m := range msgs.Messages() {
+		for _, m := range msgs {
 			s.submitDurable(nc, h, m)
 		}
 	}

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +22,7 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 		return err
 	}
 	for ctx.Err() == nil {
-		msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+		msgs, err := bus.Batch(ctx, c, 1000, 200*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -32,7 +31,7 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 		}
 		var recs []store.Record
 		var batch []jetstream.Msg
-		for msg := range msgs.Messages() {
+		for _, msg := range msgs {
 			batch = append(batch, msg)
 			meta, err := msg.Metadata()
 			if err != nil {
@@ -44,9 +43,6 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 				continue
 			}
 			recs = append(recs, store.Record{Seq: meta.Sequence.Stream, Event: ev})
-		}
-		if err := msgs.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			return fmt.Errorf("projector fetch: %w", err)
 		}
 		if len(batch) == 0 {
 			continue
