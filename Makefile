@@ -5,7 +5,7 @@ GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench lint fmt vet
+.PHONY: build run test unit e2e conformance fuzz bench bench-e2e lint fmt vet
 
 build:
 	@mkdir -p $(BIN)
@@ -34,6 +34,10 @@ fuzz:
 
 bench:
 	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring
+
+## bench-e2e: 20,000 workloads over NATS through the whole pipeline.
+bench-e2e:
+	cd e2e && $(GO) test -run='^$$' -bench=EndToEnd -benchtime=1x -timeout 20m .
 
 lint: fmt vet
 	cd libs && $(GO) test -count=1 ./purity

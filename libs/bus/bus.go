@@ -79,9 +79,48 @@ const (
 // returns ErrConflict. It returns the stream sequence and whether JetStream
 // dropped it as a duplicate of an earlier publish with the same id.
 func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expectLast *uint64) (seq uint64, duplicate bool, err error) {
+	msg, opts, err := message(ev, expectLast)
+	if err != nil {
+		return 0, false, err
+	}
+	ack, err := js.PublishMsg(ctx, msg, opts...)
+	if err != nil {
+		return 0, false, publishError(ev, err)
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// PublishAsync is Publish without waiting for the acknowledgement, so a
+// batch of decisions costs one round trip rather than one each; Result
+// reads the outcome.
+func PublishAsync(js jetstream.JetStream, ev events.Event, expectLast *uint64) (jetstream.PubAckFuture, error) {
+	msg, opts, err := message(ev, expectLast)
+	if err != nil {
+		return nil, err
+	}
+	f, err := js.PublishMsgAsync(msg, opts...)
+	if err != nil {
+		return nil, publishError(ev, err)
+	}
+	return f, nil
+}
+
+// Result waits for an asynchronous publish, with the errors of Publish.
+func Result(ctx context.Context, ev events.Event, f jetstream.PubAckFuture) (uint64, bool, error) {
+	select {
+	case ack := <-f.Ok():
+		return ack.Sequence, ack.Duplicate, nil
+	case err := <-f.Err():
+		return 0, false, publishError(ev, err)
+	case <-ctx.Done():
+		return 0, false, ctx.Err()
+	}
+}
+
+func message(ev events.Event, expectLast *uint64) (*nats.Msg, []jetstream.PublishOpt, error) {
 	body, err := ev.Body()
 	if err != nil {
-		return 0, false, fmt.Errorf("encode %s: %w", ev.Type, err)
+		return nil, nil, fmt.Errorf("encode %s: %w", ev.Type, err)
 	}
 	msg := nats.NewMsg(ev.Subject)
 	msg.Data = body
@@ -92,15 +131,15 @@ func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expec
 	if expectLast != nil {
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(*expectLast))
 	}
-	ack, err := js.PublishMsg(ctx, msg, opts...)
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
-			return 0, false, fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, ErrConflict)
-		}
-		return 0, false, fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, err)
+	return msg, opts, nil
+}
+
+func publishError(ev events.Event, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
+		return fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, ErrConflict)
 	}
-	return ack.Sequence, ack.Duplicate, nil
+	return fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, err)
 }
 
 // Decode parses a stream message into an event.

@@ -263,6 +263,15 @@ func (e *Engine) Snapshot() *scheduler.Snapshot {
 	for name, f := range e.flavors {
 		s.Flavors[name] = &scheduler.Flavor{Name: name, NodeLabels: f.Spec.NodeLabels, Taints: f.Spec.NodeTaints}
 	}
+	// Preemption candidates are only needed if some queue may preempt;
+	// listing every admitted workload each cycle would cost O(admitted).
+	preempting := false
+	for name, c := range e.compiled {
+		p := c.Preemption
+		if e.inactive[name] == "" && (mayPreempt(p.WithinClusterQueue) || mayPreempt(p.ReclaimWithinCohort)) {
+			preempting = true
+		}
+	}
 	cohortOf := map[string]string{}
 	for name, c := range e.compiled {
 		if why := e.inactive[name]; why != "" {
@@ -273,9 +282,11 @@ func (e *Engine) Snapshot() *scheduler.Snapshot {
 		st := e.state(name)
 		cq.Generation = st.generation
 		cq.Usage = st.total.Clone()
-		cq.Admitted = make([]*scheduler.AdmittedWorkload, 0, len(st.admitted))
-		for _, w := range st.admitted {
-			cq.Admitted = append(cq.Admitted, w.record)
+		if preempting {
+			cq.Admitted = make([]*scheduler.AdmittedWorkload, 0, len(st.admitted))
+			for _, w := range st.admitted {
+				cq.Admitted = append(cq.Admitted, w.record)
+			}
 		}
 		s.ClusterQueues[name] = &cq
 		cohortOf[name] = e.clusterQueues[name].Spec.Cohort
@@ -329,3 +340,5 @@ func (e *Engine) GlobalDefaultPriorityClass() (string, int32, bool) {
 	}
 	return best.Name, best.Value, true
 }
+
+func mayPreempt(p api.PreemptionPolicy) bool { return p != "" && p != api.PreemptionNever }

@@ -80,7 +80,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	st.admitted[w.Info.Key] = w
 	st.total.Add(ad.Usage)
 	w.queuedIn = ""
-	w.Status = Admitted
+	e.setStatus(w, Admitted)
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
@@ -131,7 +131,7 @@ func admittedRecord(w *Workload) *scheduler.AdmittedWorkload {
 // preempted workload keeps its creation time as its place in the queue.
 func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
 	e.release(w, now)
-	w.Status = Pending
+	e.setStatus(w, Pending)
 	w.Evictions++
 	w.Info.LastTried = nil
 	w.Info.QueueTime = w.Info.Created
@@ -188,22 +188,27 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 	return MaxCycles
 }
 
+// rehash replaces a workload's share of the fingerprint. A share computed
+// in an earlier run (another epoch) is not in fp.
 func (e *Engine) rehash(fp uint64, key string) uint64 {
 	w := e.workloads[key]
 	if w == nil {
 		return fp
 	}
-	fp -= w.hash
-	w.hash = e.hashPending(w)
+	if w.hashEpoch == e.epoch {
+		fp -= w.hash
+	}
+	w.hash, w.hashEpoch = e.hashPending(w), e.epoch
 	return fp + w.hash
 }
 
 // fingerprint hashes what the next cycle depends on: which pending
 // workloads are in a heap or parked, and their retry state.
 func (e *Engine) fingerprint() uint64 {
+	e.epoch++
 	var sum uint64
-	for _, w := range e.workloads {
-		w.hash = e.hashPending(w)
+	for _, w := range e.pending {
+		w.hash, w.hashEpoch = e.hashPending(w), e.epoch
 		sum += w.hash
 	}
 	return sum

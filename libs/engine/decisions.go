@@ -89,7 +89,7 @@ func (e *Engine) Unadmit(key string, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotAdmitted)
 	}
 	e.release(w, now)
-	w.Status = Pending
+	e.setStatus(w, Pending)
 	e.route(w, now)
 	return nil
 }

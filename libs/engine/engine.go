@@ -54,8 +54,9 @@ type Workload struct {
 	record *scheduler.AdmittedWorkload
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
 	queuedIn string
-	// hash is its share of the quiescence fingerprint.
-	hash uint64
+	// hash is its share of the quiescence fingerprint of run hashEpoch.
+	hash      uint64
+	hashEpoch uint64
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
 }
@@ -75,11 +76,16 @@ type Engine struct {
 	usage    map[string]*cqState
 
 	workloads map[string]*Workload
+	// pending indexes the pending workloads, so that work proportional to
+	// them does not walk every workload ever submitted.
+	pending   map[string]*Workload
 	queues    *queue.Manager
 	evictions []Eviction
 	podsReady podsready.Config
 	recording bool
 	decisions []Decision
+	// epoch numbers runs to quiescence, for the fingerprint shares.
+	epoch uint64
 	// admissionSeq counts admissions, to order those of one instant.
 	admissionSeq uint64
 	// admittedHash sums hashAdmitted over admitted workloads.
@@ -140,6 +146,7 @@ func New() *Engine {
 		inactive:      map[string]string{},
 		usage:         map[string]*cqState{},
 		workloads:     map[string]*Workload{},
+		pending:       map[string]*Workload{},
 		queues:        queue.NewManager(),
 	}
 }
@@ -163,4 +170,14 @@ func (e *Engine) state(cq string) *cqState {
 		e.usage[cq] = s
 	}
 	return s
+}
+
+// setStatus moves a workload to a status, keeping the pending index.
+func (e *Engine) setStatus(w *Workload, st Status) {
+	w.Status = st
+	if st == Pending {
+		e.pending[w.Info.Key] = w
+	} else {
+		delete(e.pending, w.Info.Key)
+	}
 }

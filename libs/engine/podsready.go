@@ -93,12 +93,12 @@ func (e *Engine) timeout(w *Workload, now time.Time) {
 	w.Evictions++
 	w.Info.LastTried = nil
 	if d.Deactivate {
-		w.Status = Inactive
+		e.setStatus(w, Inactive)
 		w.RequeueCount, w.RequeueAt = 0, time.Time{}
 		e.evictions = append(e.evictions, Eviction{Key: w.Info.Key, Reason: EvictedByDeactivation, At: now})
 		return
 	}
-	w.Status = Pending
+	e.setStatus(w, Pending)
 	w.RequeueCount, w.RequeueAt = d.Count, d.RequeueAt
 	if e.podsReady.ByEviction {
 		w.Info.QueueTime = now

@@ -23,10 +23,11 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	if e.workloads[key] != nil {
 		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
 	}
-	w := &Workload{Object: wl, Info: buildInfo(wl, key, created), Status: Pending}
+	w := &Workload{Object: wl, Info: buildInfo(wl, key, created)}
 	e.workloads[key] = w
+	e.setStatus(w, Pending)
 	if wl.Spec.Active != nil && !*wl.Spec.Active {
-		w.Status = Inactive
+		e.setStatus(w, Inactive)
 		return w, nil
 	}
 	e.route(w, created)
@@ -125,7 +126,7 @@ func (e *Engine) Finish(key string, now time.Time) error {
 		return nil
 	}
 	e.leave(w, now)
-	w.Status = Finished
+	e.setStatus(w, Finished)
 	w.Reason = nil
 	return nil
 }
@@ -138,6 +139,7 @@ func (e *Engine) Delete(key string, now time.Time) error {
 	}
 	e.leave(w, now)
 	delete(e.workloads, key)
+	delete(e.pending, key)
 	return nil
 }
 

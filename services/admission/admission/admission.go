@@ -319,36 +319,78 @@ func (s *Service) releaseLease() {
 	}
 }
 
-// decide runs scheduling to quiescence and publishes what it decided.
+// decide runs scheduling to quiescence and publishes what it decided. The
+// lease is checked once before the batch; the decisions go out
+// asynchronously (one round trip for the batch), in order, each fenced on
+// its workload's subject. A second decision about the same workload in one
+// batch waits for the first one's sequence.
 func (s *Service) decide(ctx context.Context) error {
 	now := s.cfg.Now()
 	s.eng.RunToQuiescence(now)
 	decisions := s.eng.DrainDecisions()
 	s.eng.DrainEvictions()
+	if len(decisions) == 0 {
+		return nil
+	}
+	if err := s.lease.Check(ctx); err != nil {
+		return err
+	}
+	type inflight struct {
+		d  engine.Decision
+		ev events.Event
+		f  jetstream.PubAckFuture
+	}
+	var sent []inflight
+	var later []inflight
+	subjects := map[string]bool{}
 	for i, d := range decisions {
 		ev, err := s.event(d, now, i)
 		if err != nil {
 			return err
 		}
-		if err := s.lease.Check(ctx); err != nil {
-			return err
-		}
-		expect := s.onSubj[ev.Subject]
-		seq, _, err := bus.Publish(ctx, s.js, ev, &expect)
-		if errors.Is(err, bus.ErrConflict) {
-			// Another writer moved this workload first: take the decision
-			// back; the next cycle decides on the new state.
-			if d.Kind == engine.DecidedAdmission {
-				_ = s.eng.Unadmit(d.Key, now)
-			}
+		if subjects[ev.Subject] {
+			later = append(later, inflight{d: d, ev: ev})
 			continue
 		}
+		subjects[ev.Subject] = true
+		expect := s.onSubj[ev.Subject]
+		f, err := bus.PublishAsync(s.js, ev, &expect)
 		if err != nil {
 			return err
 		}
-		s.mine[ev.ID] = true
-		s.onSubj[ev.Subject] = seq
+		sent = append(sent, inflight{d: d, ev: ev, f: f})
 	}
+	for _, p := range sent {
+		seq, _, err := bus.Result(ctx, p.ev, p.f)
+		if err := s.published(p.d, p.ev, seq, err, now); err != nil {
+			return err
+		}
+	}
+	for _, p := range later {
+		expect := s.onSubj[p.ev.Subject]
+		seq, _, err := bus.Publish(ctx, s.js, p.ev, &expect)
+		if err := s.published(p.d, p.ev, seq, err, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// published records a decision's publication. On a conflict another
+// writer moved the workload first: the decision is taken back and made
+// again on the new state.
+func (s *Service) published(d engine.Decision, ev events.Event, seq uint64, err error, now time.Time) error {
+	if errors.Is(err, bus.ErrConflict) {
+		if d.Kind == engine.DecidedAdmission {
+			_ = s.eng.Unadmit(d.Key, now)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.mine[ev.ID] = true
+	s.onSubj[ev.Subject] = seq
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -137,9 +138,20 @@ func (s *Server) consumeSubmissions(ctx context.Context, js jetstream.JetStream,
 			}
 			return err
 		}
+		// Each submission costs a few round trips to JetStream; handling a
+		// batch concurrently keeps the pipeline from waiting on them one
+		// by one. Submissions of different workloads are independent.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32)
 		for _, m := range msgs {
-			s.submitDurable(nc, h, m)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				s.submitDurable(nc, h, m)
+			}()
 		}
+		wg.Wait()
 	}
 	return nil
 }
