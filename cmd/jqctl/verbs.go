@@ -10,13 +10,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/jetqueue/jetqueue/libs/quota"
 )
 
 func addClientCommands(root *cobra.Command, stdout io.Writer) {
 	root.PersistentFlags().String("server", defaultServer(), "jetqueue API server (env JQ_SERVER)")
 	root.AddCommand(
-		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout),
+		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout),
 		deleteCmd(stdout), actionCmd(stdout, "finish", "Mark a workload's job finished, releasing its quota"),
 		actionCmd(stdout, "podsready", "Report that all of a workload's pods are ready"),
 	)
@@ -311,4 +314,73 @@ func splitKey(k string) (string, string, error) {
 		return "", "", fmt.Errorf("%q: want NAMESPACE/NAME", k)
 	}
 	return ns, name, nil
+}
+
+func explainCmd(stdout io.Writer) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "explain NAMESPACE/NAME",
+		Short: "Say why a workload is where it is: the reason, the blocking flavor and resource, the shortfall, who is ahead",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, name, err := splitKey(args[0])
+			if err != nil {
+				return err
+			}
+			var ex struct {
+				workloadView
+				Detail *struct {
+					Reason    string `json:"reason"`
+					PodSet    string `json:"podSet"`
+					Resource  string `json:"resource"`
+					Flavor    string `json:"flavor"`
+					Cohort    string `json:"cohort"`
+					Shortfall int64  `json:"shortfall"`
+					Message   string `json:"message"`
+				} `json:"detail"`
+				Ahead      []string `json:"ahead"`
+				AheadCount int      `json:"aheadCount"`
+			}
+			if err := newClient(cmd).do("GET", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/explain", "", nil, &ex); err != nil {
+				return err
+			}
+			if output != "" {
+				return printData(stdout, ex, output)
+			}
+			fmt.Fprintf(stdout, "%s/%s is %s", ns, name, ex.Status)
+			if ex.ClusterQueue != "" {
+				fmt.Fprintf(stdout, " in ClusterQueue %s", ex.ClusterQueue)
+			}
+			fmt.Fprintln(stdout, ".")
+			if d := ex.Detail; d != nil {
+				fmt.Fprintf(stdout, "Reason:    %s\n", d.Reason)
+				if d.Resource != "" {
+					fmt.Fprintf(stdout, "Blocked:   %s on flavor %s (podSet %s)", d.Resource, d.Flavor, d.PodSet)
+					if d.Cohort != "" {
+						fmt.Fprintf(stdout, " in cohort %s", d.Cohort)
+					}
+					fmt.Fprintln(stdout)
+				}
+				if d.Shortfall > 0 {
+					fmt.Fprintf(stdout, "Shortfall: %s %s\n", quota.Format(corev1.ResourceName(d.Resource), d.Shortfall), d.Resource)
+				}
+				fmt.Fprintf(stdout, "Message:   %s\n", d.Message)
+			} else if ex.Reason != "" {
+				fmt.Fprintf(stdout, "Reason:    %s\n", ex.Reason)
+			}
+			if ex.Status == "pending" {
+				fmt.Fprintf(stdout, "Ahead:     %d workload(s)", ex.AheadCount)
+				if len(ex.Ahead) > 0 {
+					fmt.Fprintf(stdout, ": %s", strings.Join(ex.Ahead, ", "))
+					if ex.AheadCount > len(ex.Ahead) {
+						fmt.Fprint(stdout, ", …")
+					}
+				}
+				fmt.Fprintln(stdout)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text")
+	return cmd
 }

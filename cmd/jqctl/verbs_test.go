@@ -41,6 +41,12 @@ func fakeAPI(t *testing.T) *httptest.Server {
  {"seq":5,"type":"io.jetqueue.workload.submitted.v1","time":"2026-01-01T00:00:00Z","data":{}},
  {"seq":6,"type":"io.jetqueue.workload.quotareserved.v1","time":"2026-01-01T00:00:01Z","data":{}}]}`)
 	})
+	mux.HandleFunc("GET /v1/workloads/team-b/etl/explain", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"namespace":"team-b","name":"etl","clusterQueue":"cpu","status":"pending","reason":"WaitingForQuota",
+ "detail":{"reason":"WaitingForQuota","podSet":"main","resource":"cpu","flavor":"on-demand","cohort":"all","shortfall":1500,
+ "message":"couldn't assign flavors to pod set main: insufficient unused quota in cohort for cpu in flavor on-demand, 1500m more needed"},
+ "ahead":["team-a/a","team-a/b"],"aheadCount":2}`)
+	})
 	mux.HandleFunc("POST /v1/workloads/team-a/train/finish", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -67,6 +73,7 @@ func TestClientVerbsOutput(t *testing.T) {
 		{"get-workloads-json", []string{"get", "workloads", "-o", "json"}, 0},
 		{"describe", []string{"describe", "team-a/train"}, 0},
 		{"finish", []string{"finish", "team-a/train"}, 0},
+		{"explain", []string{"explain", "team-b/etl"}, 0},
 		{"bad-key", []string{"finish", "train"}, 2},
 	}
 	for _, tc := range cases {

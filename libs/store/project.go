@@ -34,6 +34,7 @@ type workloadRow struct {
 	Status                                         string
 	Admission                                      *scheduler.Admission
 	Reason, Message                                string
+	ReasonDetail                                   *scheduler.Reason
 	PodsReady                                      bool
 	RequeueAt, AdmittedAt                          *time.Time
 	CreatedAt                                      time.Time
@@ -116,7 +117,7 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
-		       pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq
+		       reason_detail, pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq
 		FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, names)
 	if err != nil {
 		return nil, err
@@ -125,7 +126,7 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 		var w workloadRow
 		var adm []byte
 		if err := rows.Scan(&w.Namespace, &w.Name, &w.UID, &w.LocalQueue, &w.ClusterQueue, &w.Priority, &w.Status, &adm,
-			&w.Reason, &w.Message, &w.PodsReady, &w.RequeueAt, &w.CreatedAt, &w.AdmittedAt, &w.Evictions, &w.LastSeq); err != nil {
+			&w.Reason, &w.Message, &w.ReasonDetail, &w.PodsReady, &w.RequeueAt, &w.CreatedAt, &w.AdmittedAt, &w.Evictions, &w.LastSeq); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -245,16 +246,17 @@ func (b *batch) fold(r Record) error {
 		w.Priority = d.Priority
 	case *events.QuotaReservedData:
 		adm := d.Admission
-		w.Status, w.Admission, w.ClusterQueue, w.Reason, w.Message = StatusAdmitted, &adm, adm.ClusterQueue, "", ""
+		w.Status, w.Admission, w.ClusterQueue, w.Reason, w.Message, w.ReasonDetail = StatusAdmitted, &adm, adm.ClusterQueue, "", "", nil
 		t := ev.Time
 		w.AdmittedAt, w.PodsReady, w.RequeueAt = &t, false, nil
 		b.addUsage(&adm, 1)
 	case *events.InadmissibleData:
-		w.Reason, w.Message = d.Reason.Token, d.Reason.Message
+		r := d.Reason
+		w.Reason, w.Message, w.ReasonDetail = r.Token, r.Message, &r
 	case *events.EvictedData:
 		b.release(w)
 		w.Status, w.Evictions = StatusPending, w.Evictions+1
-		w.Reason, w.Message = d.Reason, ""
+		w.Reason, w.Message, w.ReasonDetail = d.Reason, "", nil
 	case *events.RequeuedData:
 		until := d.Until
 		w.RequeueAt = &until
@@ -319,26 +321,33 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 				return err
 			}
 		}
+		var detail []byte
+		if w.ReasonDetail != nil {
+			detail, _ = json.Marshal(w.ReasonDetail)
+		}
 		upserts = append(upserts, []any{w.Namespace, w.Name, w.UID, w.LocalQueue, w.ClusterQueue, w.Priority, w.Status, adm,
-			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq})
+			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq, detail})
 	}
 	if len(upserts) > 0 {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE staging_workloads (LIKE workloads) ON COMMIT DROP`); err != nil {
 			return err
 		}
 		cols := []string{"namespace", "name", "uid", "local_queue", "cluster_queue", "priority", "status", "admission",
-			"reason", "message", "pods_ready", "requeue_at", "created_at", "admitted_at", "evictions", "last_seq"}
+			"reason", "message", "pods_ready", "requeue_at", "created_at", "admitted_at", "evictions", "last_seq", "reason_detail"}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"staging_workloads"}, cols, pgx.CopyFromRows(upserts)); err != nil {
 			return fmt.Errorf("copy workloads: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO workloads SELECT * FROM staging_workloads
+			INSERT INTO workloads (namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
+				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail)
+			SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
+				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail FROM staging_workloads
 			ON CONFLICT (namespace, name) DO UPDATE SET
 				uid = excluded.uid, local_queue = excluded.local_queue, cluster_queue = excluded.cluster_queue,
 				priority = excluded.priority, status = excluded.status, admission = excluded.admission,
 				reason = excluded.reason, message = excluded.message, pods_ready = excluded.pods_ready,
 				requeue_at = excluded.requeue_at, created_at = excluded.created_at, admitted_at = excluded.admitted_at,
-				evictions = excluded.evictions, last_seq = excluded.last_seq
+				evictions = excluded.evictions, last_seq = excluded.last_seq, reason_detail = excluded.reason_detail
 			WHERE workloads.last_seq < excluded.last_seq`); err != nil {
 			return fmt.Errorf("merge workloads: %w", err)
 		}

@@ -46,7 +46,11 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/workloads/{ns}/{name}/finish", s.workloadAction(events.WorkloadFinished))
 	handle("POST /v1/workloads/{ns}/{name}/podsready", s.workloadAction(events.PodsReady))
 	handle("POST /v1/workloads/{ns}/{name}/priority", s.workloadAction(events.PriorityChanged))
-	handle("GET /v1/clusterqueues/{name}", s.clusterQueue)
+	handle("GET /v1/workloads/{ns}/{name}/explain", s.explain)
+	handle("GET /v1/clusterqueues", s.clusterQueues)
+	handle("GET /v1/clusterqueues/{name}", s.clusterQueues)
+	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{cq}/pendingworkloads", s.pendingWorkloads)
+	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", s.pendingWorkloads)
 	handle("GET /v1/sync", s.sync)
 	return mux
 }
@@ -541,12 +545,79 @@ func (s *Server) get(r *http.Request) (int, any, error) {
 	}{v, hist}, nil
 }
 
-func (s *Server) clusterQueue(r *http.Request) (int, any, error) {
-	usage, err := s.store.ClusterQueueUsage(r.Context(), r.PathValue("name"))
+func (s *Server) explain(r *http.Request) (int, any, error) {
+	ex, err := s.store.Explain(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, fail(http.StatusNotFound, "Workload/"+r.PathValue("ns")+"/"+r.PathValue("name"), "", "not found")
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, map[string]any{"name": r.PathValue("name"), "usage": usage}, nil
+	return http.StatusOK, ex, nil
+}
+
+func (s *Server) clusterQueues(r *http.Request) (int, any, error) {
+	name := r.PathValue("name")
+	cqs, err := s.store.ClusterQueues(r.Context(), name)
+	if err != nil {
+		return 0, nil, err
+	}
+	if name == "" {
+		if cqs == nil {
+			cqs = []store.ClusterQueueSummary{}
+		}
+		return http.StatusOK, map[string]any{"items": cqs}, nil
+	}
+	if len(cqs) == 0 {
+		return 0, nil, fail(http.StatusNotFound, "ClusterQueue/"+name, "", "not found")
+	}
+	return http.StatusOK, cqs[0], nil
+}
+
+// pendingWorkloads is Kueue's visibility API: a ClusterQueue's (or one
+// LocalQueue's) pending workloads in queue order, with positions.
+func (s *Server) pendingWorkloads(r *http.Request) (int, any, error) {
+	q := r.URL.Query()
+	limit, offset := 1000, 0
+	for name, p := range map[string]*int{"limit": &limit, "offset": &offset} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return 0, nil, fail(http.StatusBadRequest, "", name, "must be a non-negative integer")
+			}
+			*p = n
+		}
+	}
+	cq, ns, lq := r.PathValue("cq"), r.PathValue("ns"), r.PathValue("lq")
+	if lq != "" {
+		target, err := s.store.LocalQueueTarget(r.Context(), ns, lq)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, fail(http.StatusNotFound, "LocalQueue/"+ns+"/"+lq, "", "not found")
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		cq = target
+	}
+	items, err := s.store.PendingWorkloads(r.Context(), cq, ns, lq, limit, offset)
+	if err != nil {
+		return 0, nil, err
+	}
+	type meta struct {
+		Name              string    `json:"name"`
+		Namespace         string    `json:"namespace"`
+		CreationTimestamp time.Time `json:"creationTimestamp"`
+	}
+	type item struct {
+		Metadata meta `json:"metadata"`
+		store.PendingWorkload
+	}
+	out := make([]item, 0, len(items))
+	for _, p := range items {
+		out = append(out, item{Metadata: meta{Name: p.Name, Namespace: p.Namespace, CreationTimestamp: p.CreatedAt}, PendingWorkload: p})
+	}
+	return http.StatusOK, map[string]any{"kind": "PendingWorkloadsSummary",
+		"apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "metadata": map[string]any{}, "items": out}, nil
 }
 
 // sync returns once admission and the projection have processed every
