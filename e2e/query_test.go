@@ -58,9 +58,9 @@ spec: {clusterQueue: cq}
 	}
 	var summary struct {
 		Items []struct {
-			Metadata struct{ Name string } `json:"metadata"`
-			PositionInClusterQueue int     `json:"positionInClusterQueue"`
-			PositionInLocalQueue   int     `json:"positionInLocalQueue"`
+			Metadata               struct{ Name string } `json:"metadata"`
+			PositionInClusterQueue int                   `json:"positionInClusterQueue"`
+			PositionInLocalQueue   int                   `json:"positionInLocalQueue"`
 		} `json:"items"`
 	}
 	for _, path := range []string{"/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/cq/pendingworkloads",
