@@ -21,19 +21,23 @@ import (
 
 // system is one running jetqueue: NATS, a database, ingest and admission.
 type system struct {
-	t    testing.TB
-	base string
-	nats string
-	db   string
-	stop []func()
+	t      testing.TB
+	base   string
+	nats   string
+	db     string
+	stop   []func()
+	manual bool
 }
 
 var clock0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func start(t testing.TB) *system {
+func start(t testing.TB) *system { return startWith(t, false) }
+
+// startWith starts a system, optionally on the shared manual clock.
+func startWith(t testing.TB, manualClock bool) *system {
 	t.Helper()
 	srv := testenv.NATS(t)
-	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t)}
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock}
 	s.startAdmission("a")
 	s.startIngest()
 	t.Cleanup(s.close)
@@ -46,7 +50,7 @@ func (s *system) startIngest() func() {
 	addr := make(chan string, 1)
 	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
-			Listening: func(a string) { addr <- a }})
+			ManualClock: s.manual, Listening: func(a string) { addr <- a }})
 	})
 	select {
 	case a := <-addr:
@@ -59,7 +63,8 @@ func (s *system) startIngest() func() {
 
 func (s *system) startAdmission(instance string) func() {
 	return s.run("admission-"+instance, func(ctx context.Context, rt *service.Runtime) error {
-		return admission.Run(ctx, rt, admission.Config{NATSURL: s.nats, Shard: "admission-0", Instance: instance, LeaseTTL: 2 * time.Second})
+		return admission.Run(ctx, rt, admission.Config{NATSURL: s.nats, Shard: "admission-0", Instance: instance,
+			LeaseTTL: 2 * time.Second, ManualClock: s.manual})
 	})
 }
 

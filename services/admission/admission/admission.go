@@ -30,6 +30,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -44,6 +45,8 @@ type Config struct {
 	Stream   bus.StreamOptions
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
+	// ManualClock reads the shared manual clock instead (dev and test).
+	ManualClock bool
 }
 
 // Service is one admission instance.
@@ -85,6 +88,13 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
 		return err
+	}
+	if cfg.ManualClock {
+		m, err := clock.NewManual(ctx, js)
+		if err != nil {
+			return err
+		}
+		cfg.Now = m.Now
 	}
 	kv, err := bus.EnsureLeaseBucket(ctx, js, cfg.LeaseTTL)
 	if err != nil {

@@ -11,6 +11,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
 	fs.Int64Var(&c.MaxBody, "max-body", 1<<20, "largest request body accepted, in bytes")
 	fs.Uint64Var(&c.MaxLag, "max-admission-lag", 50000, "events admission may lag before submissions get 503 (0: never)")
+	fs.BoolVar(&c.ManualClock, "manual-clock", false, "dev/test only: read the shared manual clock and serve POST /v1/debug/clock/advance")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
 	fs.DurationVar(&c.Stream.MaxAge, "stream-max-age", 0, "JQ_EVENTS retention (0: keep forever)")
 }

@@ -52,6 +52,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{cq}/pendingworkloads", s.pendingWorkloads)
 	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", s.pendingWorkloads)
 	handle("GET /v1/sync", s.sync)
+	handle("POST /v1/debug/clock/advance", s.advanceClock)
 	return mux
 }
 
@@ -618,6 +619,33 @@ func (s *Server) pendingWorkloads(r *http.Request) (int, any, error) {
 	}
 	return http.StatusOK, map[string]any{"kind": "PendingWorkloadsSummary",
 		"apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "metadata": map[string]any{}, "items": out}, nil
+}
+
+// advanceClock moves the shared manual clock; refused unless the service
+// runs with --manual-clock.
+func (s *Server) advanceClock(r *http.Request) (int, any, error) {
+	if s.clock == nil {
+		return 0, nil, fail(http.StatusNotFound, "", "", "the manual clock is off (start with --manual-clock)")
+	}
+	b, err := s.body(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var in struct {
+		Duration string `json:"duration"`
+	}
+	d, perr := time.Duration(0), strictJSON(b, &in)
+	if perr == nil {
+		d, perr = time.ParseDuration(in.Duration)
+	}
+	if perr != nil || d < 0 {
+		return 0, nil, fail(http.StatusBadRequest, "", "duration", "want {\"duration\": \"6m\"}, a non-negative Go duration")
+	}
+	now, err := s.clock.Advance(r.Context(), d)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"now": now}, nil
 }
 
 // sync returns once admission and the projection have processed every

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/store"
 )
@@ -41,6 +42,9 @@ type Config struct {
 	Now func() time.Time
 	// Listening, when set, receives the HTTP address once it listens.
 	Listening func(addr string)
+	// ManualClock makes the service read the shared manual clock and
+	// serve POST /v1/debug/clock/advance (dev and test only).
+	ManualClock bool
 }
 
 // Server is one ingest instance.
@@ -54,6 +58,7 @@ type Server struct {
 	mu          sync.Mutex
 	lastCreated time.Time
 	gate        lagGate
+	clock       *clock.Manual
 }
 
 // Run serves until ctx ends.
@@ -77,12 +82,19 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var manual *clock.Manual
+	if cfg.ManualClock {
+		if manual, err = clock.NewManual(ctx, js); err != nil {
+			return err
+		}
+		cfg.Now = manual.Now
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st}
+	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual}
 
 	handler := s.routes()
 	subs, err := s.serveNATS(nc, handler)
