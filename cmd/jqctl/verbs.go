@@ -19,7 +19,7 @@ import (
 func addClientCommands(root *cobra.Command, stdout io.Writer) {
 	root.PersistentFlags().String("server", defaultServer(), "jetqueue API server (env JQ_SERVER)")
 	root.AddCommand(
-		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout),
+		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout), projectionCmd(stdout),
 		deleteCmd(stdout), actionCmd(stdout, "finish", "Mark a workload's job finished, releasing its quota"),
 		actionCmd(stdout, "podsready", "Report that all of a workload's pods are ready"),
 	)
@@ -383,4 +383,28 @@ func explainCmd(stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text")
 	return cmd
+}
+
+func projectionCmd(stdout io.Writer) *cobra.Command {
+	proj := &cobra.Command{Use: "projection", Short: "Operate the PostgreSQL projection"}
+	proj.AddCommand(&cobra.Command{
+		Use:   "rebuild",
+		Short: "Drop the projection and replay every event into it, waiting until it has caught up",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := newClient(cmd)
+			if err := c.do("POST", "/v1/projection/rebuild", "", nil, nil); err != nil {
+				return err
+			}
+			var out struct {
+				Seq uint64 `json:"seq"`
+			}
+			if err := c.do("GET", "/v1/sync?timeout=5m", "", nil, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "projection rebuilt up to event %d\n", out.Seq)
+			return nil
+		},
+	})
+	return proj
 }

@@ -53,6 +53,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", s.pendingWorkloads)
 	handle("GET /v1/sync", s.sync)
 	handle("POST /v1/debug/clock/advance", s.advanceClock)
+	handle("POST /v1/projection/rebuild", s.rebuildProjection)
 	return mux
 }
 
@@ -619,6 +620,21 @@ func (s *Server) pendingWorkloads(r *http.Request) (int, any, error) {
 	}
 	return http.StatusOK, map[string]any{"kind": "PendingWorkloadsSummary",
 		"apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "metadata": map[string]any{}, "items": out}, nil
+}
+
+// rebuildProjection drops the projection and replays JQ_EVENTS into it;
+// GET /v1/sync tells when it has caught up.
+func (s *Server) rebuildProjection(r *http.Request) (int, any, error) {
+	done := make(chan error, 1)
+	select {
+	case s.rebuild <- done:
+	case <-r.Context().Done():
+		return 0, nil, r.Context().Err()
+	}
+	if err := <-done; err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, map[string]any{"rebuilding": true}, nil
 }
 
 // advanceClock moves the shared manual clock; refused unless the service

@@ -59,6 +59,7 @@ type Server struct {
 	lastCreated time.Time
 	gate        lagGate
 	clock       *clock.Manual
+	rebuild     chan chan error
 }
 
 // Run serves until ctx ends.
@@ -94,7 +95,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual}
+	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error)}
 
 	handler := s.routes()
 	subs, err := s.serveNATS(nc, handler)
@@ -122,7 +123,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := project(pctx, rt.Log, stream, st); err != nil {
+		if err := project(pctx, rt.Log, stream, st, s.rebuild); err != nil {
 			errc <- err
 		}
 	}()

@@ -12,16 +12,29 @@ import (
 	"github.com/jetqueue/jetqueue/libs/store"
 )
 
+const projectorDurable = "projector"
+
 // project feeds JQ_EVENTS into the PostgreSQL projection: fetch a batch,
 // apply it in one transaction (guarded by sequence), then acknowledge it.
 // A crash between commit and ack only redelivers events the projection
-// already holds, which Apply skips.
-func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store.Store) error {
-	c, err := bus.EnsureConsumer(ctx, s, bus.ConsumerOptions{Durable: "projector", MaxDeliver: -1, AckWait: time.Minute})
+// already holds, which Apply skips. A request on rebuild drops the
+// projection and replays the stream from the start.
+func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store.Store, rebuild <-chan chan error) error {
+	c, err := bus.EnsureConsumer(ctx, s, bus.ConsumerOptions{Durable: projectorDurable, MaxDeliver: -1, AckWait: time.Minute})
 	if err != nil {
 		return err
 	}
 	for ctx.Err() == nil {
+		select {
+		case done := <-rebuild:
+			c, err = restart(ctx, s, st)
+			done <- err
+			if err != nil {
+				return err
+			}
+			log.Info("projection dropped; replaying the stream")
+		default:
+		}
 		msgs, err := bus.Batch(ctx, c, 1000, 200*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -30,9 +43,7 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 			return fmt.Errorf("projector fetch: %w", err)
 		}
 		var recs []store.Record
-		var batch []jetstream.Msg
 		for _, msg := range msgs {
-			batch = append(batch, msg)
 			meta, err := msg.Metadata()
 			if err != nil {
 				continue
@@ -44,7 +55,7 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 			}
 			recs = append(recs, store.Record{Seq: meta.Sequence.Stream, Event: ev})
 		}
-		if len(batch) == 0 {
+		if len(msgs) == 0 {
 			continue
 		}
 		if _, err := st.Apply(ctx, recs); err != nil {
@@ -53,14 +64,26 @@ func project(ctx context.Context, log *zap.Logger, s jetstream.Stream, st *store
 			}
 			// Leave the batch unacknowledged: it is redelivered.
 			log.Error("projection batch failed", zap.Error(err))
-			for _, m := range batch {
+			for _, m := range msgs {
 				_ = m.Nak()
 			}
 			continue
 		}
-		for _, m := range batch {
+		for _, m := range msgs {
 			_ = m.Ack()
 		}
 	}
 	return nil
+}
+
+// restart empties the projection and starts its consumer over from the
+// first event.
+func restart(ctx context.Context, s jetstream.Stream, st *store.Store) (jetstream.Consumer, error) {
+	if err := s.DeleteConsumer(ctx, projectorDurable); err != nil {
+		return nil, fmt.Errorf("drop the projector's consumer: %w", err)
+	}
+	if err := st.Reset(ctx); err != nil {
+		return nil, fmt.Errorf("drop the projection: %w", err)
+	}
+	return bus.EnsureConsumer(ctx, s, bus.ConsumerOptions{Durable: projectorDurable, MaxDeliver: -1, AckWait: time.Minute})
 }
