@@ -15,27 +15,7 @@ import (
 // ClusterQueue summary counts and sums usage.
 func TestQueriesExplainAndPositions(t *testing.T) {
 	s := start(t)
-	s.must(http.StatusOK, "POST", "/v1/apply", []byte(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: rf}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: rf
-      resources: [{name: cpu, nominalQuota: "2"}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ns}
-spec: {clusterQueue: cq}
-`))
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(oneQueue("2")))
 	for i := range 4 {
 		s.must(http.StatusAccepted, "POST", "/v1/workloads", cpuWorkload(fmt.Sprint("w", i)))
 	}

@@ -13,7 +13,10 @@ import (
 	"github.com/jetqueue/jetqueue/libs/events"
 )
 
-const restartWorld = `
+// oneQueue is a ResourceFlavor, one ClusterQueue with cpu quota and a
+// LocalQueue "lq" in namespace "ns".
+func oneQueue(cpu string) string {
+	return fmt.Sprintf(`
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: rf}
@@ -27,13 +30,16 @@ spec:
   - coveredResources: [cpu]
     flavors:
     - name: rf
-      resources: [{name: cpu, nominalQuota: "50"}]
+      resources: [{name: cpu, nominalQuota: %q}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: lq, namespace: ns}
 spec: {clusterQueue: cq}
-`
+`, cpu)
+}
+
+var restartWorld = oneQueue("50")
 
 func cpuWorkload(name string) []byte {
 	return fmt.Appendf(nil, `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":"ns"},

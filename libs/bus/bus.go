@@ -147,3 +147,34 @@ func Decode(msg jetstream.Msg) (events.Event, error) {
 	h := msg.Headers()
 	return events.Parse(h.Get, msg.Data())
 }
+
+// Conn is a service's connection to the event stream.
+type Conn struct {
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Stream jetstream.Stream
+}
+
+// Open connects to NATS and makes sure JQ_EVENTS exists: what every
+// service does first. Close drains the connection.
+func Open(ctx context.Context, url, name string, o StreamOptions) (*Conn, error) {
+	nc, err := Connect(url, name)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s, err := EnsureStream(ctx, js, o)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Conn{NC: nc, JS: js, Stream: s}, nil
+}
+
+// Close drains the connection: buffered publishes are flushed and
+// subscriptions finish what they hold.
+func (c *Conn) Close() { _ = c.NC.Drain() }

@@ -77,18 +77,12 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 5 * time.Second
 	}
-	nc, err := bus.Connect(cfg.NATSURL, "admission-"+cfg.Instance)
+	conn, err := bus.Open(ctx, cfg.NATSURL, "admission-"+cfg.Instance, cfg.Stream)
 	if err != nil {
 		return err
 	}
-	defer nc.Drain() //nolint:errcheck // best effort on the way out
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
-		return err
-	}
+	defer conn.Close()
+	js := conn.JS
 	if cfg.ManualClock {
 		m, err := clock.NewManual(ctx, js)
 		if err != nil {

@@ -73,6 +73,19 @@ func (s *Server) body(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
+// decode reads and decodes a request's manifests.
+func (s *Server) decode(r *http.Request) ([]api.Object, error) {
+	data, err := s.body(r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := api.Decode(data)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return objs, nil
+}
+
 // last returns the last event on a subject and its sequence; 0 and nil
 // when the subject is empty.
 func (s *Server) last(ctx context.Context, subject string) (uint64, *events.Event, error) {
@@ -107,13 +120,9 @@ var configKinds = map[string]bool{api.KindResourceFlavor: true, api.KindClusterQ
 // apply validates every document before publishing any, so that nothing
 // invalid is ever half-applied.
 func (s *Server) apply(r *http.Request) (int, any, error) {
-	data, err := s.body(r)
+	objs, err := s.decode(r)
 	if err != nil {
 		return 0, nil, err
-	}
-	objs, err := api.Decode(data)
-	if err != nil {
-		return 0, nil, invalid(err)
 	}
 	var errs api.Errors
 	for _, o := range objs {
@@ -265,13 +274,9 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 	if err := s.admit(r.Context()); err != nil {
 		return 0, nil, err
 	}
-	data, err := s.body(r)
+	objs, err := s.decode(r)
 	if err != nil {
 		return 0, nil, err
-	}
-	objs, err := api.Decode(data)
-	if err != nil {
-		return 0, nil, invalid(err)
 	}
 	var subs []*submission
 	for i, o := range objs {

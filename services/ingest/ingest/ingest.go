@@ -70,19 +70,12 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
-	nc, err := bus.Connect(cfg.NATSURL, "ingest")
+	conn, err := bus.Open(ctx, cfg.NATSURL, "ingest", cfg.Stream)
 	if err != nil {
 		return err
 	}
-	defer nc.Drain() //nolint:errcheck // best effort on the way out
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	stream, err := bus.EnsureStream(ctx, js, cfg.Stream)
-	if err != nil {
-		return err
-	}
+	defer conn.Close()
+	nc, js, stream := conn.NC, conn.JS, conn.Stream
 	var manual *clock.Manual
 	if cfg.ManualClock {
 		if manual, err = clock.NewManual(ctx, js); err != nil {
