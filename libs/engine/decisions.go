@@ -108,3 +108,11 @@ func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 	e.evictions = e.evictions[:len(e.evictions)-1]
 	return true
 }
+
+// NoteReason records a reason read back from the log as already
+// published, so a new leader does not publish it again.
+func (e *Engine) NoteReason(key string, r scheduler.Reason) {
+	if w := e.workloads[key]; w != nil {
+		w.publishedReason = &r
+	}
+}

@@ -227,6 +227,8 @@ func (s *Service) apply(ev events.Event) error {
 		return s.eng.Finish(key(d.WorkloadRef), now)
 	case *events.QuotaReservedData:
 		s.eng.ApplyAdmission(key(d.WorkloadRef), d.Admission, now)
+	case *events.InadmissibleData:
+		s.eng.NoteReason(key(d.WorkloadRef), d.Reason)
 	case *events.EvictedData:
 		s.eng.ApplyEviction(key(d.WorkloadRef), engine.Eviction{Reason: d.Reason, Kind: d.Kind, PreemptorCQ: d.PreemptorCQ}, now)
 	case *events.WorkloadRef:
