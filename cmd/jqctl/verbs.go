@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ func addClientCommands(root *cobra.Command, stdout io.Writer) {
 	root.PersistentFlags().String("server", defaultServer(), "jetqueue API server (env JQ_SERVER)")
 	root.AddCommand(
 		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout), projectionCmd(stdout),
+		watchCmd(stdout),
 		deleteCmd(stdout), actionCmd(stdout, "finish", "Mark a workload's job finished, releasing its quota"),
 		actionCmd(stdout, "podsready", "Report that all of a workload's pods are ready"),
 	)
@@ -407,4 +409,78 @@ func projectionCmd(stdout io.Writer) *cobra.Command {
 		},
 	})
 	return proj
+}
+
+func watchCmd(stdout io.Writer) *cobra.Command {
+	var namespace string
+	var interval time.Duration
+	var count int
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print a line whenever a workload appears, changes status or reason, or goes away",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := newClient(cmd)
+			seen := map[string]string{}
+			for round := 0; count == 0 || round < count; round++ {
+				if round > 0 {
+					select {
+					case <-cmd.Context().Done():
+						return nil
+					case <-time.After(interval):
+					}
+				}
+				now := map[string]string{}
+				q := url.Values{"limit": {"1000"}}
+				if namespace != "" {
+					q.Set("namespace", namespace)
+				}
+				for after := ""; ; {
+					q.Set("after", after)
+					var page struct {
+						Items []workloadView `json:"items"`
+						Next  string         `json:"next"`
+					}
+					if err := c.do("GET", "/v1/workloads?"+q.Encode(), "", nil, &page); err != nil {
+						return err
+					}
+					for _, v := range page.Items {
+						state := v.Status
+						if v.Reason != "" {
+							state += " (" + v.Reason + ")"
+						}
+						now[v.Namespace+"/"+v.Name] = state
+					}
+					if after = page.Next; after == "" {
+						break
+					}
+				}
+				for _, k := range sortedKeys(now) {
+					if seen[k] != now[k] {
+						fmt.Fprintf(stdout, "%s\t%s\n", k, now[k])
+					}
+				}
+				for _, k := range sortedKeys(seen) {
+					if _, ok := now[k]; !ok {
+						fmt.Fprintf(stdout, "%s\tdeleted\n", k)
+					}
+				}
+				seen = now
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to look")
+	cmd.Flags().IntVar(&count, "count", 0, "stop after this many looks (0: until interrupted)")
+	return cmd
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

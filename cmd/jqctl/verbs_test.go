@@ -74,6 +74,7 @@ func TestClientVerbsOutput(t *testing.T) {
 		{"describe", []string{"describe", "team-a/train"}, 0},
 		{"finish", []string{"finish", "team-a/train"}, 0},
 		{"explain", []string{"explain", "team-b/etl"}, 0},
+		{"watch", []string{"watch", "--count", "1"}, 0},
 		{"bad-key", []string{"finish", "train"}, 2},
 	}
 	for _, tc := range cases {
