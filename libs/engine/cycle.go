@@ -64,8 +64,10 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 			e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: en.Targets})
 		}
 		for _, t := range en.Targets {
-			e.evict(e.workloads[t.Workload.Key], Eviction{Reason: EvictedByPreemption,
-				Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
+			// Already-evicted targets are only counted, as in Kueue.
+			if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
+				e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
+			}
 		}
 		w.Reason = en.Reason
 		w.Info.LastTried = en.Tried
