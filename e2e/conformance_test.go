@@ -14,14 +14,15 @@ import (
 )
 
 // endToEnd reports whether a scenario is in this suite's scope: timers and
-// PodsReady belong to the podsready service, not built yet.
+// PodsReady belong to the podsready service, not built yet. (A plain
+// `advance` runs on the shared manual clock.)
 func endToEnd(sc *sim.Scenario) (bool, string) {
 	if c := sc.Configuration; c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable {
 		return false, "waitForPodsReady needs the podsready service"
 	}
 	for _, st := range sc.Steps {
-		if st.Advance != nil || st.PodsReady != nil {
-			return false, "advance and podsReady need the podsready service"
+		if st.PodsReady != nil {
+			return false, "podsReady needs the podsready service"
 		}
 	}
 	return true, ""
@@ -54,7 +55,7 @@ func TestConformanceEndToEnd(t *testing.T) {
 }
 
 func play(t *testing.T, sc *sim.Scenario) {
-	s := start(t)
+	s := startWith(t, true)
 	var docs [][]byte
 	if sc.Configuration != nil {
 		docs = append(docs, marshal(t, sc.Configuration))
@@ -105,6 +106,9 @@ func play(t *testing.T, sc *sim.Scenario) {
 				body, _ := json.Marshal(map[string]int32{"priority": st.SetPriority[k]})
 				s.mustBatch(b, http.StatusAccepted, "POST", "/v1/workloads/"+k+"/priority", body)
 			}
+		case st.Advance != nil:
+			body, _ := json.Marshal(map[string]string{"duration": st.Advance.String()})
+			s.must(http.StatusOK, "POST", "/v1/debug/clock/advance", body)
 		case st.Reject != nil:
 			for j, d := range st.Reject {
 				path := "/v1/apply"
