@@ -57,9 +57,10 @@ func TestQueriesExplainAndPositions(t *testing.T) {
 	}
 	var cq struct {
 		Pending, Admitted int
-		Usage             []struct{ Used int64 }
+		Usage             []struct{ Used, Nominal, Borrowed int64 }
 	}
-	if code := s.call("GET", "/v1/clusterqueues/cq", nil, &cq); code != http.StatusOK || cq.Pending != 2 || cq.Admitted != 2 || cq.Usage[0].Used != 2000 {
+	if code := s.call("GET", "/v1/clusterqueues/cq", nil, &cq); code != http.StatusOK || cq.Pending != 2 || cq.Admitted != 2 ||
+		cq.Usage[0].Used != 2000 || cq.Usage[0].Nominal != 2000 || cq.Usage[0].Borrowed != 0 {
 		t.Errorf("clusterqueue: %d %+v", code, cq)
 	}
 	if code := s.call("GET", "/v1/clusterqueues/nope", nil, nil); code != http.StatusNotFound {

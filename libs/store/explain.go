@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
@@ -138,6 +141,23 @@ func (s *Store) ClusterQueues(ctx context.Context, name string) ([]ClusterQueueS
 		}
 		if out[i].Usage == nil {
 			out[i].Usage = []Usage{}
+		}
+		var spec api.ClusterQueueSpec
+		if json.Unmarshal(out[i].Spec, &spec) != nil {
+			continue
+		}
+		nominal := map[quota.FlavorResource]int64{}
+		for _, rg := range spec.ResourceGroups {
+			for _, f := range rg.Flavors {
+				for _, r := range f.Resources {
+					nominal[quota.FlavorResource{Flavor: f.Name, Resource: r.Name}] = quota.Value(r.Name, r.NominalQuota)
+				}
+			}
+		}
+		for j := range out[i].Usage {
+			u := &out[i].Usage[j]
+			u.Nominal = nominal[quota.FlavorResource{Flavor: u.Flavor, Resource: corev1.ResourceName(u.Resource)}]
+			u.Borrowed = max(0, u.Used-u.Nominal)
 		}
 	}
 	return out, nil

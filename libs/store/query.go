@@ -126,11 +126,16 @@ func (s *Store) GetWorkload(ctx context.Context, namespace, name string) (Worklo
 	return v, evs, err
 }
 
-// Usage is one ClusterQueue's usage of one flavor and resource.
+// Usage is one ClusterQueue's usage of one flavor and resource, in
+// Kueue's units (milli-cpu, whole units otherwise).
 type Usage struct {
 	Flavor   string `json:"flavor"`
 	Resource string `json:"resource"`
 	Used     int64  `json:"used"`
+	// Nominal and Borrowed (usage above nominal) are filled by
+	// ClusterQueues from the queue's spec.
+	Nominal  int64 `json:"nominal,omitempty"`
+	Borrowed int64 `json:"borrowed,omitempty"`
 }
 
 // ClusterQueueUsage returns a queue's usage by flavor and resource.
@@ -139,7 +144,11 @@ func (s *Store) ClusterQueueUsage(ctx context.Context, cq string) ([]Usage, erro
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Usage])
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Usage, error) {
+		var u Usage
+		err := r.Scan(&u.Flavor, &u.Resource, &u.Used)
+		return u, err
+	})
 }
 
 func scanView(r pgx.CollectableRow) (WorkloadView, error) {
