@@ -1,6 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
 # Modules with code; the other services join as their issues land.
-MODULES := libs cmd/jqctl services/admission services/ingest e2e
+MODULES := libs cmd/jqctl services/admission services/ingest services/scorer e2e
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
@@ -12,6 +12,7 @@ build:
 	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
 	$(GO) build -o $(BIN)/admission ./services/admission
 	$(GO) build -o $(BIN)/ingest ./services/ingest
+	$(GO) build -o $(BIN)/scorer ./services/scorer
 	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
 
 ## test: everything CI runs — lint, unit and property tests, every conformance

@@ -24,6 +24,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newSimulate(stdout, stderr))
 	root.AddCommand(newScore(stdout, stderr))
+	root.AddCommand(newNodes(stdout))
 	addClientCommands(root, stdout)
 	return root
 }

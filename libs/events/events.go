@@ -334,3 +334,12 @@ type NodeScore struct {
 	Scarce  int64  `json:"scarce"`
 	Total   int64  `json:"total"`
 }
+
+// Names outside the event stream that several programs share.
+const (
+	// NodesBucket is the JetStream KV bucket of node states the scorer
+	// reads when it does not watch Kubernetes (`jqctl nodes put` writes it).
+	NodesBucket = "JQ_NODES"
+	// SubjectScore answers node-ranking queries (request/reply).
+	SubjectScore = "jq.api.v1.score"
+)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -68,6 +69,12 @@ func runKube(ctx context.Context, client kubernetes.Interface, inv *Inventory) e
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nodes := factory.Core().V1().Nodes().Informer()
 	pods := factory.Core().V1().Pods().Informer()
+	if err := nodes.SetTransform(trimNode); err != nil {
+		return err
+	}
+	if err := pods.SetTransform(trimPod); err != nil {
+		return err
+	}
 	nreg, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.nodeEvent(obj, false) },
 		UpdateFunc: func(_, obj any) { k.nodeEvent(obj, false) },
@@ -92,6 +99,42 @@ func runKube(ctx context.Context, client kubernetes.Interface, inv *Inventory) e
 	inv.markSynced()
 	<-ctx.Done()
 	return nil
+}
+
+// trimNode and trimPod keep only what the inventory reads, so the
+// informers' caches of a large cluster stay small (a node's images and
+// conditions, a pod's managed fields and most of its spec are dropped).
+// Anything else, such as a tombstone, passes unchanged.
+func trimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+		Spec:       corev1.NodeSpec{Taints: n.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
+	}, nil
+}
+
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	keep := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		}
+		return out
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead,
+			Containers: keep(p.Spec.Containers), InitContainers: keep(p.Spec.InitContainers)},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}, nil
 }
 
 // unwrap returns the object of an event, looking into the tombstone a

@@ -13,9 +13,8 @@ import (
 )
 
 // NodesBucket is the JetStream KV bucket of node states, for clusters
-// without Kubernetes and for tests; `jqctl nodes put` writes it (which
-// spells the name again: keep the two in step).
-const NodesBucket = "JQ_NODES"
+// without Kubernetes and for tests; `jqctl nodes put` writes it.
+const NodesBucket = events.NodesBucket
 
 // NodeKey is the bucket key of a node; the value is a scoring.NodeState
 // in JSON. Whatever runs the pods keeps requested current; the scorer only

@@ -1,0 +1,395 @@
+// Package scorer is the scorer service's shell around libs/scoring: it
+// ranks nodes for admitted workloads and publishes where their pods should
+// go. Three inputs, one output:
+//
+//	Kubernetes informers | JQ_NODES watch ──▶ Inventory (nodes: allocatable, requested, labels, taints)
+//	JQ_EVENTS, ordered consumer (jq.ev.wl.>, jq.ev.cfg.>) ──▶ State (pods per podSet, flavors, current admission)
+//	JQ_EVENTS, durable "scorer" (jq.ev.wl.>) ──▶ QuotaReserved #N
+//	      ──▶ wait until State has applied N ──▶ Place(State, Inventory) ──▶ publish Placed ──▶ ack #N
+//	jq.api.v1.score (request/reply) ──▶ Rank ──▶ reply
+//
+// The loop's contract: consume → apply → decide → publish → ack. Every
+// instance folds the whole log into its State (the ordered consumer starts
+// at the beginning of the stream), so a restarted or an added instance
+// knows every live workload's pod template and every ResourceFlavor; the
+// durable consumer only hands out the work, shared by all instances. A
+// QuotaReserved event is placed on the State as it is once the follower has
+// applied it, which equals the state at the event except for what came
+// later: an admission that has since been evicted, or a workload that has
+// since finished or been deleted, is not placed, and one that already has
+// its Placed event is not placed again. The Placed event's ce-id is derived
+// from the QuotaReserved event's, so a redelivery that races past that
+// check is deduplicated by JetStream. Placed is advice, not a state
+// transition: it changes no quota and is published without the workload
+// subject's sequence fence. Nodes are read from the inventory at the time
+// of placement; whoever runs the pods keeps requested current.
+package scorer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/scoring"
+	"github.com/jetqueue/jetqueue/libs/service"
+)
+
+// Inventory sources.
+const (
+	InventoryKV         = "kv"
+	InventoryKubernetes = "kubernetes"
+)
+
+// Durable is the name of the consumer that hands out QuotaReserved events.
+const Durable = "scorer"
+
+// Config is the service's configuration.
+type Config struct {
+	NATSURL  string
+	Instance string
+	// Inventory is InventoryKV or InventoryKubernetes.
+	Inventory string
+	// Kubeconfig is the kubeconfig file of InventoryKubernetes; empty means
+	// the in-cluster service account.
+	Kubeconfig string
+	// KubeClient, when set, replaces the client built from Kubeconfig.
+	KubeClient kubernetes.Interface
+	Scoring    ScoringOptions
+	Stream     bus.StreamOptions
+	// Now stamps published events; nil means the wall clock.
+	Now func() time.Time
+	// WaitForState bounds how long a QuotaReserved event waits for the
+	// follower to apply it before it is handed back for redelivery.
+	WaitForState time.Duration
+}
+
+// Service is one scorer instance.
+type Service struct {
+	cfg     Config
+	log     *zap.Logger
+	js      jetstream.JetStream
+	scorer  *scoring.Scorer
+	inv     *Inventory
+	follow  *follower
+	placed  *prometheus.CounterVec
+	queries *prometheus.CounterVec
+}
+
+// Run is the service's main: it returns when ctx ends.
+func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WaitForState <= 0 {
+		cfg.WaitForState = 10 * time.Second
+	}
+	if cfg.Inventory == "" {
+		cfg.Inventory = InventoryKV
+	}
+	scfg, err := cfg.Scoring.Load()
+	if err != nil {
+		return fmt.Errorf("scoring config: %w", err)
+	}
+	sc, err := scoring.New(scfg)
+	if err != nil {
+		return fmt.Errorf("scoring config: %w", err)
+	}
+	s := &Service{cfg: cfg, log: rt.Log, scorer: sc, inv: NewInventory(), follow: newFollower(),
+		placed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_scorer_admissions_total",
+			Help: "QuotaReserved events handled, by outcome: placed, partial, unplaced, skipped."}, []string{"outcome"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_scorer_queries_total",
+			Help: "Ranking queries answered, by status."}, []string{"status"}),
+	}
+	rt.Registry.MustRegister(s.placed, s.queries)
+
+	var kube kubernetes.Interface
+	if cfg.Inventory == InventoryKubernetes {
+		if kube = cfg.KubeClient; kube == nil {
+			if kube, err = KubeClient(cfg.Kubeconfig); err != nil {
+				return err
+			}
+		}
+	} else if cfg.Inventory != InventoryKV {
+		return fmt.Errorf("--inventory: %q, want %s or %s", cfg.Inventory, InventoryKV, InventoryKubernetes)
+	}
+
+	nc, err := bus.Connect(cfg.NATSURL, "scorer-"+cfg.Instance)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain() //nolint:errcheck // best effort on the way out
+	if s.js, err = jetstream.New(nc); err != nil {
+		return err
+	}
+	stream, err := bus.EnsureStream(ctx, s.js, cfg.Stream)
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if kube != nil {
+		g.Go(func() error { return runKube(gctx, kube, s.inv) })
+	} else {
+		kv, err := NodesKV(ctx, s.js)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return runKV(gctx, kv, s.inv, s.log) })
+	}
+	g.Go(func() error { return s.follow.run(gctx, s.js, s.log) })
+
+	q := &Querier{Scorer: sc, Inventory: s.inv, observe: func(status int) {
+		s.queries.WithLabelValues(fmt.Sprint(status)).Inc()
+	}}
+	sub, err := q.serve(nc)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", SubjectScore, err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // the drain covers it
+
+	g.Go(func() error {
+		if !waitUntil(gctx, s.inv.Changed, s.inv.Synced) || !waitUntil(gctx, s.follow.changed, s.follow.isCaughtUp) {
+			return nil
+		}
+		cons, err := bus.EnsureConsumer(gctx, stream, bus.ConsumerOptions{Durable: Durable,
+			FilterSubjects: []string{events.SubjectRoot + ".wl.>"}})
+		if err != nil {
+			return err
+		}
+		rt.SetReady(true)
+		s.log.Info("ready", zap.Int("nodes", len(s.inv.Nodes())), zap.String("inventory", cfg.Inventory))
+		return s.work(gctx, cons)
+	})
+	err = g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// waitUntil blocks until cond holds, re-checking whenever changed fires;
+// false means ctx ended first.
+func waitUntil(ctx context.Context, changed func() <-chan struct{}, cond func() bool) bool {
+	for {
+		ch := changed()
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// work takes QuotaReserved events from the durable consumer and places
+// them; every other event is acknowledged at once.
+func (s *Service) work(ctx context.Context, cons jetstream.Consumer) error {
+	for ctx.Err() == nil {
+		msgs, err := bus.Batch(ctx, cons, 64, 500*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fetch: %w", err)
+		}
+		for _, msg := range msgs {
+			if err := s.handle(ctx, msg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Term()
+		return nil
+	}
+	ev, err := bus.Decode(msg)
+	if err != nil {
+		// A malformed event never gets better: stop its redelivery.
+		_ = msg.TermWithReason(err.Error())
+		return nil
+	}
+	if ev.Type == events.QuotaReserved {
+		if err := s.place(ctx, meta.Sequence.Stream, ev); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("placement not published; it will be redelivered", zap.String("event", ev.ID), zap.Error(err))
+			}
+			_ = msg.Nak()
+			return nil
+		}
+	}
+	// A plain ack, without waiting for its confirmation: a lost one only
+	// means a redelivery, which is skipped (already placed) or
+	// deduplicated by JetStream, and catching up with a long log costs no
+	// round trip per event. The connection's drain flushes it on stop.
+	if err := msg.Ack(); err != nil {
+		return fmt.Errorf("ack %d: %w", meta.Sequence.Stream, err)
+	}
+	return nil
+}
+
+// place answers one QuotaReserved event with a Placed event, unless the
+// admission is no longer current or already answered.
+func (s *Service) place(ctx context.Context, seq uint64, ev events.Event) error {
+	d := ev.Data.(*events.QuotaReservedData)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitForState)
+	err := s.follow.waitFor(wctx, seq)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("state has not reached #%d: %w", seq, err)
+	}
+	placed, skip := s.decide(ev.ID, d)
+	if skip != "" {
+		s.placed.WithLabelValues("skipped").Inc()
+		s.log.Debug("admission not placed", zap.String("event", ev.ID), zap.String("why", skip))
+		return nil
+	}
+	out := events.Event{ID: PlacedID(ev.ID), Type: events.Placed, Source: "jetqueue/scorer", Time: s.cfg.Now(),
+		Subject: events.WorkloadSubject(d.Namespace, d.Name), Data: placed}
+	if _, _, err := bus.Publish(ctx, s.js, out, nil); err != nil {
+		return err
+	}
+	s.placed.WithLabelValues(outcome(placed)).Inc()
+	return nil
+}
+
+// decide places an admission on the current state, or says why not.
+func (s *Service) decide(id string, d *events.QuotaReservedData) (*events.PlacedData, string) {
+	s.follow.mu.Lock()
+	defer s.follow.mu.Unlock()
+	wl := s.follow.state.Workloads[key(d.WorkloadRef)]
+	switch {
+	case wl == nil:
+		return nil, "workload unknown, finished or deleted"
+	case wl.Admission != id:
+		return nil, "admission no longer current"
+	case wl.PlacedFor == id:
+		return nil, "already placed"
+	}
+	return &events.PlacedData{WorkloadRef: d.WorkloadRef,
+		PodSets: Place(s.scorer, wl, s.follow.state.Flavors, &d.Admission, s.inv.Nodes())}, ""
+}
+
+// outcome classifies a placement for the metrics.
+func outcome(p *events.PlacedData) string {
+	placed, failed := 0, 0
+	for _, ps := range p.PodSets {
+		if len(ps.Nodes) > 0 {
+			placed++
+		}
+		if ps.Reason != "" {
+			failed++
+		}
+	}
+	switch {
+	case failed == 0:
+		return "placed"
+	case placed == 0:
+		return "unplaced"
+	}
+	return "partial"
+}
+
+// follower folds the log into a State through an ordered consumer and
+// says how far it has got.
+type follower struct {
+	mu       sync.Mutex
+	state    *State
+	applied  uint64
+	caughtUp bool
+	notify   chan struct{}
+}
+
+func newFollower() *follower {
+	return &follower{state: NewState(), notify: make(chan struct{})}
+}
+
+func (f *follower) changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.notify
+}
+
+func (f *follower) isCaughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.caughtUp
+}
+
+// waitFor returns once the event at stream sequence seq is applied.
+func (f *follower) waitFor(ctx context.Context, seq uint64) error {
+	reached := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.applied >= seq
+	}
+	if !waitUntil(ctx, f.changed, reached) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (f *follower) run(ctx context.Context, js jetstream.JetStream, log *zap.Logger) error {
+	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.SubjectRoot + ".wl.>", events.SubjectRoot + ".cfg.>"},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", events.Stream, err)
+	}
+	for ctx.Err() == nil {
+		msgs, err := bus.Batch(ctx, cons, 512, 200*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("follow %s: %w", events.Stream, err)
+		}
+		f.apply(msgs, log)
+	}
+	return nil
+}
+
+// apply folds a batch and wakes the waiters; an empty batch or one that
+// reaches the end of the stream means the follower has caught up.
+func (f *follower) apply(msgs []jetstream.Msg, log *zap.Logger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	caughtUp := len(msgs) == 0
+	for _, msg := range msgs {
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		f.applied = meta.Sequence.Stream
+		caughtUp = meta.NumPending == 0
+		ev, err := bus.Decode(msg)
+		if err != nil {
+			log.Warn("skipping an event that does not decode", zap.Uint64("seq", f.applied), zap.Error(err))
+			continue
+		}
+		if err := f.state.Apply(ev); err != nil {
+			log.Warn("event not applied", zap.Uint64("seq", f.applied), zap.String("type", string(ev.Type)), zap.Error(err))
+		}
+	}
+	if caughtUp {
+		f.caughtUp = true
+	}
+	close(f.notify)
+	f.notify = make(chan struct{})
+}
