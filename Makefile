@@ -50,6 +50,6 @@ fmt:
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## run: simulate the public scenarios (the services arrive with `jqctl dev`).
+## run: jetqueue on this machine with the demo setup (Ctrl-C stops it).
 run: build
-	@for f in conformance/kueue-public/*.yaml; do echo "== $$f"; $(BIN)/jqctl simulate $$f || true; done
+	$(BIN)/jqctl dev --demo

@@ -26,6 +26,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newScore(stdout, stderr))
 	root.AddCommand(newNodes(stdout))
 	addClientCommands(root, stdout)
+	root.AddCommand(newDev(stdout, stderr))
 	return root
 }
 

@@ -94,6 +94,9 @@ func StartCluster(ctx context.Context, dir string) (string, func(), error) {
 			return "", nil, err
 		}
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
 	if err := ownForServer(dir); err != nil {
 		return "", nil, err
 	}

@@ -88,6 +88,9 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	if err := forgetOtherStreams(ctx, stream, st, rt.Log); err != nil {
+		return err
+	}
 	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error)}
 
 	handler := s.routes()
@@ -153,4 +156,26 @@ func (s *Server) createdAt() time.Time {
 	}
 	s.lastCreated = t
 	return t
+}
+
+// forgetOtherStreams empties a projection that is ahead of the stream: it
+// was built from another JQ_EVENTS (a new dev data directory, a recreated
+// stream), and its sequence guard would otherwise skip the new events.
+func forgetOtherStreams(ctx context.Context, stream jetstream.Stream, st *store.Store, log *zap.Logger) error {
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last, err := st.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if last <= info.State.LastSeq {
+		return nil
+	}
+	log.Warn("the projection is ahead of the stream; rebuilding it", zap.Uint64("projection", last), zap.Uint64("stream", info.State.LastSeq))
+	if err := stream.DeleteConsumer(ctx, projectorDurable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
+	return st.Reset(ctx)
 }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/testenv"
+	"github.com/jetqueue/jetqueue/services/admission/admission"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+	"github.com/jetqueue/jetqueue/services/scorer/scorer"
+)
+
+// devOptions are `jqctl dev`'s flags.
+type devOptions struct {
+	dataDir     string
+	httpAddr    string
+	manualClock bool
+	demo        bool
+	examples    string
+}
+
+func newDev(stdout, stderr io.Writer) *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run jetqueue on this machine: embedded NATS, PostgreSQL, and the services in one process",
+		Long: `dev runs the services that exist (ingest, admission, scorer) in one process,
+each through its real entry point, with an embedded JetStream server whose
+data lives under --data-dir, and PostgreSQL from DATABASE_URL or, when unset,
+a private cluster made with the local PostgreSQL binaries under --data-dir.
+A restart keeps everything. Ctrl-C stops it cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDev(ctx, o, stdout, stderr)
+		},
+	}
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", ".jetqueue", "where NATS (and the private PostgreSQL) keep their data")
+	cmd.Flags().StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
+	cmd.Flags().BoolVar(&o.manualClock, "manual-clock", false, "start the shared manual clock at 2026-01-01 and enable POST /v1/debug/clock/advance")
+	cmd.Flags().BoolVar(&o.demo, "demo", false, "load the demo setup (examples/demo.yaml and the nodes of examples/demo-nodes.yaml)")
+	cmd.Flags().StringVar(&o.examples, "examples", "examples", "directory of the demo files")
+	return cmd
+}
+
+func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
+	dir, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	srv, err := testenv.StartNATS(filepath.Join(dir, "nats"))
+	if err != nil {
+		return fmt.Errorf("embedded NATS: %w", err)
+	}
+	defer srv.Shutdown()
+	dbURL, stopDB, err := devDatabase(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer stopDB()
+
+	log, err := zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 3)
+	run := func(name string, main service.Main) {
+		go func() {
+			errc <- service.RunContext(sctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, log, main)
+		}()
+	}
+	nats := srv.ClientURL()
+	run("admission", func(ctx context.Context, rt *service.Runtime) error {
+		return admission.Run(ctx, rt, admission.Config{NATSURL: nats, Shard: "admission-0", Instance: "dev", LeaseTTL: 5 * time.Second, ManualClock: o.manualClock})
+	})
+	run("scorer", func(ctx context.Context, rt *service.Runtime) error {
+		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, Instance: "dev", Inventory: scorer.InventoryKV})
+	})
+	listening := make(chan string, 1)
+	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
+			MaxLag: 50_000, Listening: func(a string) { listening <- a }})
+	})
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-errc:
+		cancel()
+		return fmt.Errorf("a service did not start: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+	base := "http://" + addr
+	if o.demo {
+		if err := loadDemo(ctx, base, nats, o.examples, stdout); err != nil {
+			cancel()
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, `jetqueue is running.
+  HTTP API:  %s
+  NATS:      %s
+  data:      %s
+Try:
+  jqctl --server %s apply -f examples/quickstart.yaml
+  jqctl --server %s submit -f examples/job.yaml
+  jqctl --server %s get workloads -o wide
+Ctrl-C stops it.
+`, base, nats, dir, base, base, base)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		fmt.Fprintln(stderr, "jqctl dev: a service stopped:", err)
+	}
+	cancel()
+	for range 3 {
+		select {
+		case e := <-errc:
+			if e != nil && err == nil {
+				err = e
+			}
+		case <-time.After(15 * time.Second):
+		}
+		if err != nil {
+			break
+		}
+	}
+	return err
+}
+
+// devDatabase returns the projection's database: DATABASE_URL's, or a
+// private cluster under the data directory, created on first use.
+func devDatabase(ctx context.Context, dir string) (string, func(), error) {
+	if url := os.Getenv("DATABASE_URL"); url != "" {
+		return url, func() {}, nil
+	}
+	admin, stop, err := testenv.StartCluster(ctx, filepath.Join(dir, "postgres"))
+	if err != nil {
+		return "", nil, fmt.Errorf("no DATABASE_URL, and a private PostgreSQL could not start (%v): "+
+			"install the PostgreSQL server (Debian: apt install postgresql) or set DATABASE_URL", err)
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE jetqueue"); err != nil && !strings.Contains(err.Error(), "already exists") {
+		stop()
+		return "", nil, err
+	}
+	return strings.Replace(admin, "/postgres?", "/jetqueue?", 1), stop, nil
+}
+
+// loadDemo applies the demo configuration and puts its nodes.
+func loadDemo(ctx context.Context, base, natsURL, dir string, stdout io.Writer) error {
+	data, err := os.ReadFile(filepath.Join(dir, "demo.yaml"))
+	if err != nil {
+		return fmt.Errorf("--demo: %w (run from the repository root or pass --examples)", err)
+	}
+	resp, err := http.Post(base+"/v1/apply", "application/yaml", strings.NewReader(string(data)))
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("--demo: apply answered %d: %s", resp.StatusCode, body)
+	}
+	nodes, err := os.ReadFile(filepath.Join(dir, "demo-nodes.yaml"))
+	if err != nil {
+		return fmt.Errorf("--demo: %w", err)
+	}
+	states, err := parseNodeStates(nodes)
+	if err != nil {
+		return fmt.Errorf("--demo: %s: %w", filepath.Join(dir, "demo-nodes.yaml"), err)
+	}
+	if err := putNodes(ctx, natsURL, states, io.Discard); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	fmt.Fprintln(stdout, "demo setup loaded: flavors gpu-a100 and cpu-standard, cohorts research and batch, 4 nodes")
+	return nil
+}
