@@ -9,12 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetqueue/jetqueue/libs/scoring"
@@ -159,6 +156,14 @@ func sortedNames[V any](m map[string]V) []string {
 	return keys
 }
 
+// wireError keeps a scoring.WireError's field and detail.
+func wireError(err error) error {
+	if we := (*scoring.WireError)(nil); errors.As(err, &we) {
+		return &fieldError{we.Field, we.Detail}
+	}
+	return err
+}
+
 // fieldError names where in the file a problem is.
 type fieldError struct{ path, msg string }
 
@@ -229,14 +234,14 @@ func parseVector(data []byte) (*vector, error) {
 		return nil, errAt("(file)", "empty")
 	}
 	v := &vector{}
-	if v.config, err = parseConfig(top["config"]); err != nil {
-		return nil, err
+	if v.config, err = scoring.DecodeConfig(top["config"]); err != nil {
+		return nil, wireError(err)
 	}
-	if v.pod, err = parsePod(top["pod"]); err != nil {
-		return nil, err
+	if v.pod, err = scoring.DecodePod(top["pod"]); err != nil {
+		return nil, wireError(err)
 	}
-	if v.nodes, err = parseNodes(top["nodes"]); err != nil {
-		return nil, err
+	if v.nodes, err = scoring.DecodeNodes(top["nodes"]); err != nil {
+		return nil, wireError(err)
 	}
 	if v.expected, err = parseExpected(top["expected"]); err != nil {
 		return nil, err
@@ -271,154 +276,4 @@ func parseExpected(raw json.RawMessage) (map[string]expectedScore, error) {
 		out[node] = want
 	}
 	return out, nil
-}
-
-func parseConfig(raw json.RawMessage) (scoring.Config, error) {
-	var cfg scoring.Config
-	m, err := object(raw, "config", "fitPlus", "scarce", "pluginWeights")
-	if raw == nil || err != nil {
-		return cfg, err
-	}
-	fit, err := object(m["fitPlus"], "config.fitPlus")
-	if err != nil {
-		return cfg, err
-	}
-	if m["fitPlus"] != nil {
-		cfg.FitPlus = map[corev1.ResourceName]scoring.ResourcesType{}
-	}
-	for _, name := range sortedNames(fit) {
-		path := fmt.Sprintf("config.fitPlus[%s]", name)
-		e, err := object(fit[name], path, "type", "weight")
-		if err != nil {
-			return cfg, err
-		}
-		var rt scoring.ResourcesType
-		if err := decode(e["type"], path+".type", "a string", &rt.Type); err != nil {
-			return cfg, err
-		}
-		if err := decode(e["weight"], path+".weight", "an integer", &rt.Weight); err != nil {
-			return cfg, err
-		}
-		cfg.FitPlus[corev1.ResourceName(name)] = rt
-	}
-	if err := decode(m["scarce"], "config.scarce", "a list of resource names", &cfg.Scarce); err != nil {
-		return cfg, err
-	}
-	pw, err := object(m["pluginWeights"], "config.pluginWeights")
-	if err != nil {
-		return cfg, err
-	}
-	for _, name := range sortedNames(pw) {
-		var w int64
-		if err := decode(pw[name], fmt.Sprintf("config.pluginWeights[%s]", name), "an integer", &w); err != nil {
-			return cfg, err
-		}
-		if cfg.PluginWeights == nil {
-			cfg.PluginWeights = map[string]int64{}
-		}
-		cfg.PluginWeights[name] = w
-	}
-	return cfg, nil
-}
-
-func parsePod(raw json.RawMessage) (scoring.Pod, error) {
-	var pod scoring.Pod
-	m, err := object(raw, "pod", "requests", "containers")
-	if raw == nil || err != nil {
-		return pod, err
-	}
-	if pod.Requests, err = quantities(m["requests"], "pod.requests"); err != nil {
-		return pod, err
-	}
-	if m["containers"] == nil {
-		return pod, nil
-	}
-	var containers []json.RawMessage
-	if err := decode(m["containers"], "pod.containers", "a list of {requests}", &containers); err != nil {
-		return pod, err
-	}
-	pod.Containers = make([]scoring.Resources, len(containers))
-	for i, c := range containers {
-		path := fmt.Sprintf("pod.containers[%d]", i)
-		cm, err := object(c, path, "name", "requests")
-		if err != nil {
-			return pod, err
-		}
-		if pod.Containers[i], err = quantities(cm["requests"], path+".requests"); err != nil {
-			return pod, err
-		}
-	}
-	return pod, nil
-}
-
-func parseNodes(raw json.RawMessage) ([]scoring.Node, error) {
-	var list []json.RawMessage
-	if err := decode(raw, "nodes", "a list of nodes", &list); err != nil {
-		return nil, err
-	}
-	nodes := make([]scoring.Node, len(list))
-	seen := map[string]int{}
-	for i, n := range list {
-		path := fmt.Sprintf("nodes[%d]", i)
-		// pods is what requested was derived from; it is not re-derived.
-		m, err := object(n, path, "name", "allocatable", "requested", "pods")
-		if err != nil {
-			return nil, err
-		}
-		node := &nodes[i]
-		if err := decode(m["name"], path+".name", "a string", &node.Name); err != nil {
-			return nil, err
-		}
-		if node.Name == "" {
-			return nil, errAt(path+".name", "required")
-		}
-		if j, dup := seen[node.Name]; dup {
-			return nil, errAt(path+".name", "%q already names nodes[%d]", node.Name, j)
-		}
-		seen[node.Name] = i
-		if node.Allocatable, err = quantities(m["allocatable"], path+".allocatable"); err != nil {
-			return nil, err
-		}
-		if node.Requested, err = quantities(m["requested"], path+".requested"); err != nil {
-			return nil, err
-		}
-	}
-	return nodes, nil
-}
-
-// quantities parses a map of resource name to quantity, given as a string
-// or a bare number as YAML writes small counts.
-func quantities(raw json.RawMessage, path string) (scoring.Resources, error) {
-	m, err := object(raw, path)
-	if err != nil {
-		return nil, err
-	}
-	l := make(corev1.ResourceList, len(m))
-	for _, name := range sortedNames(m) {
-		fpath := fmt.Sprintf("%s[%s]", path, name)
-		var s string
-		if err := json.Unmarshal(m[name], &s); err != nil {
-			var n json.Number
-			if json.Unmarshal(m[name], &n) != nil {
-				return nil, errAt(fpath, "want a quantity string, got %s", m[name])
-			}
-			s = n.String()
-		}
-		if i := strings.LastIndexAny(s, "eE"); i >= 0 {
-			// apimachinery takes minutes to round 1e-99999999 up; no real
-			// amount needs an exponent this far out.
-			if exp, err := strconv.Atoi(s[i+1:]); err == nil && (exp < -30 || exp > 30) {
-				return nil, errAt(fpath, "invalid quantity %q: exponent out of range", s)
-			}
-		}
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			return nil, errAt(fpath, "invalid quantity %q", s)
-		}
-		if q.Sign() < 0 {
-			return nil, errAt(fpath, "must not be negative, got %q", s)
-		}
-		l[corev1.ResourceName(name)] = q
-	}
-	return scoring.NewResources(l), nil
 }

@@ -1,19 +1,15 @@
 package scorer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetqueue/jetqueue/libs/events"
@@ -75,11 +71,17 @@ func (q *Querier) answer(body []byte) (int, any) {
 			return bad(fieldError{Field: k, Message: "unknown field"})
 		}
 	}
+	wire := func(err error) (int, any) {
+		if we := (*scoring.WireError)(nil); errors.As(err, &we) {
+			return bad(fieldError{Field: we.Field, Message: we.Detail})
+		}
+		return bad(fieldError{Message: err.Error()})
+	}
 	sc := q.Scorer
 	if raw := top["config"]; raw != nil {
-		cfg, fe := decodeConfig(raw)
-		if fe != nil {
-			return bad(*fe)
+		cfg, err := scoring.DecodeConfig(raw)
+		if err != nil {
+			return wire(err)
 		}
 		if sc, err = scoring.New(cfg); err != nil {
 			var errs []fieldError
@@ -93,14 +95,17 @@ func (q *Querier) answer(body []byte) (int, any) {
 			return bad(errs...)
 		}
 	}
-	pod, fe := decodePod(top["pod"])
-	if fe != nil {
-		return bad(*fe)
+	if top["pod"] == nil {
+		return bad(fieldError{Field: "pod", Message: "required"})
+	}
+	pod, err := scoring.DecodePod(top["pod"])
+	if err != nil {
+		return wire(err)
 	}
 	var nodes []scoring.Node
 	if raw := top["nodes"]; raw != nil {
-		if nodes, fe = decodeNodes(raw); fe != nil {
-			return bad(*fe)
+		if nodes, err = scoring.DecodeNodes(raw); err != nil {
+			return wire(err)
 		}
 	} else {
 		if !q.Inventory.Synced() {
@@ -134,183 +139,4 @@ func flatten(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// object decodes a JSON object whose keys must be among allowed (any key
-// when allowed is empty); null is an empty object.
-func object(raw json.RawMessage, path string, allowed ...string) (map[string]json.RawMessage, *fieldError) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, &fieldError{Field: path, Message: "want an object"}
-	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if len(allowed) > 0 && !slices.Contains(allowed, k) {
-			return nil, &fieldError{Field: path + "." + k, Message: "unknown field"}
-		}
-	}
-	return m, nil
-}
-
-// value decodes one field; absent leaves v as it is.
-func value(raw json.RawMessage, path string, v any) *fieldError {
-	if raw == nil {
-		return nil
-	}
-	if err := strictJSON(raw, v); err != nil {
-		fe := jsonError(path, err)
-		return &fe
-	}
-	return nil
-}
-
-// decodeConfig reads SCORER.md's config, naming fields as scoring's
-// validation does: config.fitPlus[cpu].weight.
-func decodeConfig(raw json.RawMessage) (scoring.Config, *fieldError) {
-	var cfg scoring.Config
-	top, fe := object(raw, "config", "fitPlus", "scarce", "pluginWeights")
-	if fe != nil {
-		return cfg, fe
-	}
-	if top["fitPlus"] != nil {
-		fit, fe := object(top["fitPlus"], "config.fitPlus")
-		if fe != nil {
-			return cfg, fe
-		}
-		cfg.FitPlus = make(map[corev1.ResourceName]scoring.ResourcesType, len(fit))
-		for _, name := range slices.Sorted(maps.Keys(fit)) {
-			path := fmt.Sprintf("config.fitPlus[%s]", name)
-			e, fe := object(fit[name], path, "type", "weight")
-			if fe != nil {
-				return cfg, fe
-			}
-			var rt scoring.ResourcesType
-			if fe := value(e["type"], path+".type", &rt.Type); fe != nil {
-				return cfg, fe
-			}
-			if fe := value(e["weight"], path+".weight", &rt.Weight); fe != nil {
-				return cfg, fe
-			}
-			cfg.FitPlus[corev1.ResourceName(name)] = rt
-		}
-	}
-	if fe := value(top["scarce"], "config.scarce", &cfg.Scarce); fe != nil {
-		return cfg, fe
-	}
-	if top["pluginWeights"] != nil {
-		pw, fe := object(top["pluginWeights"], "config.pluginWeights")
-		if fe != nil {
-			return cfg, fe
-		}
-		cfg.PluginWeights = make(map[string]int64, len(pw))
-		for _, name := range slices.Sorted(maps.Keys(pw)) {
-			var w int64
-			if fe := value(pw[name], fmt.Sprintf("config.pluginWeights[%s]", name), &w); fe != nil {
-				return cfg, fe
-			}
-			cfg.PluginWeights[name] = w
-		}
-	}
-	return cfg, nil
-}
-
-// jsonError renders a decoding error without Go type names.
-func jsonError(path string, err error) fieldError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			path += "." + te.Field
-		}
-		want := "a " + te.Type.Kind().String()
-		switch te.Type.Kind() {
-		case reflect.Map, reflect.Struct:
-			want = "an object"
-		case reflect.Slice, reflect.Array:
-			want = "a list"
-		case reflect.Int, reflect.Int32, reflect.Int64:
-			want = "an integer"
-		}
-		return fieldError{Field: path, Message: fmt.Sprintf("want %s, got %s", want, te.Value)}
-	}
-	return fieldError{Field: path, Message: strings.TrimPrefix(err.Error(), "json: ")}
-}
-
-func strictJSON(raw json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
-}
-
-// decodePod reads SCORER.md's pod: requests, and optional containers whose
-// keys decide the cpu/memory defaults.
-func decodePod(raw json.RawMessage) (scoring.Pod, *fieldError) {
-	var pod scoring.Pod
-	if raw == nil {
-		return pod, &fieldError{Field: "pod", Message: "required"}
-	}
-	m, fe := object(raw, "pod", "requests", "containers")
-	if fe != nil {
-		return pod, fe
-	}
-	if pod.Requests, fe = quantities(m["requests"], "pod.requests"); fe != nil {
-		return pod, fe
-	}
-	if m["containers"] == nil {
-		return pod, nil
-	}
-	var containers []json.RawMessage
-	if fe := value(m["containers"], "pod.containers", &containers); fe != nil {
-		return pod, fe
-	}
-	pod.Containers = make([]scoring.Resources, len(containers))
-	for i, c := range containers {
-		path := fmt.Sprintf("pod.containers[%d]", i)
-		cm, fe := object(c, path, "name", "requests")
-		if fe != nil {
-			return pod, fe
-		}
-		if pod.Containers[i], fe = quantities(cm["requests"], path+".requests"); fe != nil {
-			return pod, fe
-		}
-	}
-	return pod, nil
-}
-
-func quantities(raw json.RawMessage, path string) (scoring.Resources, *fieldError) {
-	if raw == nil {
-		return scoring.Resources{}, nil
-	}
-	var q scoring.Quantities
-	if err := json.Unmarshal(raw, &q); err != nil {
-		if qe := (*scoring.QuantityError)(nil); errors.As(err, &qe) {
-			return nil, &fieldError{Field: fmt.Sprintf("%s[%s]", path, qe.Resource), Message: qe.Err.Error()}
-		}
-		return nil, &fieldError{Field: path, Message: strings.TrimPrefix(err.Error(), ": ")}
-	}
-	return scoring.NewResources(corev1.ResourceList(q)), nil
-}
-
-// decodeNodes reads SCORER.md's nodes; an entry's pods (what requested was
-// derived from) are accepted and not re-derived.
-func decodeNodes(raw json.RawMessage) ([]scoring.Node, *fieldError) {
-	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, &fieldError{Field: "nodes", Message: "want a list of nodes"}
-	}
-	nodes := make([]scoring.Node, len(list))
-	seen := map[string]int{}
-	for i, m := range list {
-		path := fmt.Sprintf("nodes[%d]", i)
-		delete(m, "pods")
-		data, _ := json.Marshal(m)
-		s, err := scoring.DecodeNodeState(data)
-		if err != nil {
-			return nil, &fieldError{Field: path, Message: err.Error()}
-		}
-		if j, dup := seen[s.Name]; dup {
-			return nil, &fieldError{Field: path + ".name", Message: fmt.Sprintf("%q already names nodes[%d]", s.Name, j)}
-		}
-		seen[s.Name] = i
-		nodes[i] = s.Node()
-	}
-	return nodes, nil
 }

@@ -72,7 +72,7 @@ func TestAnswer(t *testing.T) {
 		{"requests not an object", synced, `{"pod":{"requests":[]},"nodes":[]}`, 400,
 			`{"errors":[{"field":"pod.requests","message":"want an object of resource name to quantity"}]}`},
 		{"bad node", synced, `{"pod":{},"nodes":[{"name":"n","allocatable":{"cpu":"-1"}}]}`, 400,
-			`{"errors":[{"field":"nodes[0]","message":"allocatable[cpu]: must not be negative, got \"-1\""}]}`},
+			`{"errors":[{"field":"nodes[0].allocatable[cpu]","message":"must not be negative, got \"-1\""}]}`},
 		{"duplicate node", synced, `{"pod":{},"nodes":[{"name":"n"},{"name":"n"}]}`, 400,
 			`{"errors":[{"field":"nodes[1].name","message":"\"n\" already names nodes[0]"}]}`},
 		{"unknown field", synced, `{"pod":{},"nodes":[],"node":[]}`, 400,
