@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func (s *system) startIngest() func() {
 	case a := <-addr:
 		s.base = "http://" + a
 	case <-time.After(2 * time.Minute):
+		// Leave the next reader something to go on: where everything was.
+		buf := make([]byte, 8<<20)
+		s.t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		s.t.Fatal("ingest did not start")
 	}
 	return stop
