@@ -42,34 +42,39 @@ func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
 		return nil, fmt.Errorf("start the clock: %w", err)
 	}
 	m := &Manual{kv: kv}
-	w, err := kv.Watch(ctx, key)
+	// Read the current time directly, then follow changes: waiting for the
+	// watch's first delivery would hang a service start on a slow server.
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the clock: %w", err)
+	}
+	m.observe(e.Value())
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, err
 	}
-	first := make(chan struct{})
 	go func() {
 		defer w.Stop() //nolint:errcheck // the watch ends with ctx
-		once := sync.OnceFunc(func() { close(first) })
 		for e := range w.Updates() {
-			if e == nil {
-				once()
-				continue
-			}
-			if t, err := time.Parse(time.RFC3339Nano, string(e.Value())); err == nil {
-				m.mu.Lock()
-				if t.After(m.now) {
-					m.now = t
-				}
-				m.mu.Unlock()
+			if e != nil {
+				m.observe(e.Value())
 			}
 		}
 	}()
-	select {
-	case <-first:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 	return m, nil
+}
+
+// observe moves the local copy forward to a value read from the key.
+func (m *Manual) observe(v []byte) {
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	if t.After(m.now) {
+		m.now = t
+	}
+	m.mu.Unlock()
 }
 
 // Now is the shared time as last seen.
