@@ -27,12 +27,18 @@ type ConsumerOptions struct {
 // acks, delivering from the start of the stream on first creation.
 func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
-		Durable:        o.Durable,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		MaxDeliver:     o.MaxDeliver,
-		AckWait:        o.AckWait,
-		FilterSubjects: o.FilterSubjects,
+		Durable:       o.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    o.MaxDeliver,
+		AckWait:       o.AckWait,
+	}
+	// One filter goes in FilterSubject, which nats-server before 2.10
+	// (still what some distributions ship) understands.
+	if len(o.FilterSubjects) == 1 {
+		cfg.FilterSubject = o.FilterSubjects[0]
+	} else {
+		cfg.FilterSubjects = o.FilterSubjects
 	}
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = 5

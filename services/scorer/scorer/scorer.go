@@ -345,9 +345,10 @@ func (f *follower) waitFor(ctx context.Context, seq uint64) error {
 }
 
 func (f *follower) run(ctx context.Context, js jetstream.JetStream, log *zap.Logger) error {
+	// Every event is a workload or config event: no filter is needed, and
+	// nats-server before 2.10 refuses several filter subjects.
 	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectRoot + ".wl.>", events.SubjectRoot + ".cfg.>"},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
