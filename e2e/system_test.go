@@ -39,9 +39,9 @@ func startWith(t testing.TB, manualClock bool) *system {
 	t.Helper()
 	srv := testenv.NATS(t)
 	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock}
+	t.Cleanup(s.close)
 	s.startAdmission("a")
 	s.startIngest()
-	t.Cleanup(s.close)
 	return s
 }
 
@@ -49,13 +49,18 @@ func startWith(t testing.TB, manualClock bool) *system {
 func (s *system) startIngest() func() {
 	s.t.Helper()
 	addr := make(chan string, 1)
+	exited := make(chan error, 1)
 	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
-		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+		err := ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
 			ManualClock: s.manual, Listening: func(a string) { addr <- a }})
+		exited <- err
+		return err
 	})
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
+	case err := <-exited:
+		s.t.Fatalf("ingest stopped before serving: %v", err)
 	case <-time.After(2 * time.Minute):
 		// Leave the next reader something to go on: where everything was.
 		buf := make([]byte, 8<<20)

@@ -55,7 +55,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 	if cfg.Duplicates == 0 {
 		cfg.Duplicates = 2 * time.Minute
 	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	s, err := Ensure(func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", events.Stream, err)
 	}
@@ -178,3 +178,18 @@ func Open(ctx context.Context, url, name string, o StreamOptions) (*Conn, error)
 // Close drains the connection: buffered publishes are flushed and
 // subscriptions finish what they hold.
 func (c *Conn) Close() { _ = c.NC.Drain() }
+
+// Ensure runs a create-or-update of a stream or bucket, trying again when
+// another process created it between the check and the create: services
+// starting together on a fresh server race to declare the same things.
+func Ensure[T any](create func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range 3 {
+		v, err = create()
+		if err == nil || !(errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists)) {
+			return v, err
+		}
+	}
+	return v, err
+}

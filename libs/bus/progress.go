@@ -22,7 +22,9 @@ type Progress struct {
 
 // NewProgress opens the progress bucket for the named consumer.
 func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Progress, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1})
+	kv, err := Ensure(func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("progress bucket: %w", err)
 	}

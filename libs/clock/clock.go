@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
 )
 
 // Start is where the manual clock starts, as in the simulator.
@@ -34,7 +36,9 @@ type Manual struct {
 // NewManual joins (or starts) the shared manual clock; it follows the key
 // until ctx ends.
 func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1})
+	kv, err := bus.Ensure(func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("clock bucket: %w", err)
 	}
