@@ -43,20 +43,7 @@ func TestNodesPut(t *testing.T) {
 			if code != st.code {
 				t.Errorf("exit %d, want %d; stderr %s", code, st.code, stderr.String())
 			}
-			got := "-- stdout --\n" + stdout.String() + "-- stderr --\n" + strings.ReplaceAll(stderr.String(), url, "NATS")
-			golden := filepath.Join("testdata", "nodes-"+st.golden+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("output differs from %s (-want +got):\n%s", golden, d)
-			}
+			checkGolden(t, filepath.Join("testdata", "nodes-"+st.golden+".golden"), stdout.String(), strings.ReplaceAll(stderr.String(), url, "NATS"))
 		})
 	}
 

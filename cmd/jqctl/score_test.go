@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/jetqueue/jetqueue/libs/scoring"
 )
 
@@ -91,20 +89,7 @@ func TestScoreOutput(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.wantCode, stderr.String())
 			}
-			golden := filepath.Join("testdata", "score-"+tc.golden+".golden")
-			got := "-- stdout --\n" + stdout.String() + "-- stderr --\n" + stderr.String()
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("output differs from %s (-want +got):\n%s", golden, d)
-			}
+			checkGolden(t, filepath.Join("testdata", "score-"+tc.golden+".golden"), stdout.String(), stderr.String())
 		})
 	}
 }

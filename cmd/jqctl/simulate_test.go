@@ -3,12 +3,9 @@ package main
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -36,20 +33,7 @@ func TestSimulateOutput(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.wantCode, stderr.String())
 			}
-			golden := filepath.Join("testdata", strings.TrimSuffix(filepath.Base(tc.file), ".yaml")+".golden")
-			got := "-- stdout --\n" + stdout.String() + "-- stderr --\n" + stderr.String()
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("output differs from %s (-want +got):\n%s", golden, d)
-			}
+			checkGolden(t, filepath.Join("testdata", strings.TrimSuffix(filepath.Base(tc.file), ".yaml")+".golden"), stdout.String(), stderr.String())
 		})
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // fakeAPI answers like ingest with canned bodies, so the CLI's rendering
@@ -84,18 +82,7 @@ func TestClientVerbsOutput(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr.String())
 			}
-			got := "-- stdout --\n" + stdout.String() + "-- stderr --\n" + strings.ReplaceAll(stderr.String(), srv.URL, "SERVER")
-			golden := filepath.Join("testdata", "client-"+tc.golden+".golden")
-			if *update {
-				os.WriteFile(golden, []byte(got), 0o644)
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			checkGolden(t, filepath.Join("testdata", "client-"+tc.golden+".golden"), stdout.String(), strings.ReplaceAll(stderr.String(), srv.URL, "SERVER"))
 		})
 	}
 }
