@@ -2,9 +2,11 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -13,33 +15,60 @@ import (
 // that /v1/sync can wait until every published event has been processed.
 const ProgressBucket = "JQ_PROGRESS"
 
-// Progress reports one consumer's last processed stream sequence.
+// Mark is one consumer's progress: the last stream sequence it processed
+// (and published the consequences of). A consumer driven by the clock also
+// says up to which time it has acted, and when it acts next, so that the
+// manual clock can be stepped from one timer to the next.
+type Mark struct {
+	Seq   uint64     `json:"seq"`
+	Clock *time.Time `json:"clock,omitempty"`
+	Next  *time.Time `json:"next,omitempty"`
+}
+
+// Progress reports one consumer's marks.
 type Progress struct {
 	kv   jetstream.KeyValue
 	name string
-	last uint64
+	last []byte
 }
 
 // NewProgress opens the progress bucket for the named consumer.
 func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Progress, error) {
+	kv, err := progressBucket(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return &Progress{kv: kv, name: name}, nil
+}
+
+func progressBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := Ensure(func() (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("progress bucket: %w", err)
 	}
-	return &Progress{kv: kv, name: name}, nil
+	return kv, nil
 }
 
 // Report stores seq if it moved.
 func (p *Progress) Report(ctx context.Context, seq uint64) error {
-	if seq == p.last {
+	return p.Mark(ctx, Mark{Seq: seq})
+}
+
+// Mark stores a mark if it changed.
+func (p *Progress) Mark(ctx context.Context, m Mark) error {
+	v, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if string(v) == string(p.last) {
 		return nil
 	}
-	if _, err := p.kv.Put(ctx, p.name, []byte(strconv.FormatUint(seq, 10))); err != nil {
+	if _, err := p.kv.Put(ctx, p.name, v); err != nil {
 		return fmt.Errorf("report progress: %w", err)
 	}
-	p.last = seq
+	p.last = v
 	return nil
 }
 
@@ -59,5 +88,44 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, name string) (uin
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseUint(string(e.Value()), 10, 64)
+	m, err := parseMark(e.Value())
+	return m.Seq, err
+}
+
+// ReadMarks returns every consumer's mark by name.
+func ReadMarks(ctx context.Context, js jetstream.JetStream) (map[string]Mark, error) {
+	kv, err := progressBucket(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Mark{}
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if out[k], err = parseMark(e.Value()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parseMark reads a mark, or a bare sequence as written before marks.
+func parseMark(v []byte) (Mark, error) {
+	if seq, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+		return Mark{Seq: seq}, nil
+	}
+	var m Mark
+	if err := json.Unmarshal(v, &m); err != nil {
+		return m, fmt.Errorf("progress mark %q: %w", v, err)
+	}
+	return m, nil
 }

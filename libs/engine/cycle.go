@@ -60,14 +60,16 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 			e.recordReason(w)
 			continue
 		}
-		if len(en.Targets) > 0 {
-			e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: en.Targets})
-		}
+		var evicted []scheduler.Target
 		for _, t := range en.Targets {
 			// Already-evicted targets are only counted, as in Kueue.
 			if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
 				e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
+				evicted = append(evicted, t)
 			}
+		}
+		if len(evicted) > 0 {
+			e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: evicted})
 		}
 		w.Reason = en.Reason
 		w.Info.LastTried = en.Tried
@@ -139,7 +141,6 @@ func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
 	w.Info.QueueTime = w.Info.Created
 	ev.Key, ev.At = w.Info.Key, now
 	e.evictions = append(e.evictions, ev)
-	e.record(Decision{Kind: DecidedEviction, Key: w.Info.Key, Eviction: &ev})
 	e.route(w, now)
 }
 

@@ -8,14 +8,16 @@ import (
 )
 
 // Decision is one outcome of scheduling that a service publishes: an
-// admission, a new reason for a pending workload, or a preemption.
+// admission, a new reason for a pending workload, or a preemption. A
+// preemption's Targets are the victims it evicted: the engine applies the
+// evictions at once, as Kueue's cache does, and the preemptor service
+// publishes them.
 type Decision struct {
 	Kind      DecisionKind
 	Key       string
 	Admission *scheduler.Admission
 	Reason    *scheduler.Reason
 	Targets   []scheduler.Target
-	Eviction  *Eviction
 }
 
 // DecisionKind tells decisions apart.
@@ -25,7 +27,6 @@ const (
 	DecidedAdmission    DecisionKind = "QuotaReserved"
 	DecidedInadmissible DecisionKind = "Inadmissible"
 	DecidedPreemption   DecisionKind = "PreemptionRequested"
-	DecidedEviction     DecisionKind = "Evicted"
 )
 
 // RecordDecisions makes the engine keep every decision for DrainDecisions;
@@ -101,10 +102,7 @@ func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 	if w == nil || w.Status != Admitted {
 		return false
 	}
-	rec := e.recording
-	e.recording = false
 	e.evict(w, ev, now)
-	e.recording = rec
 	e.evictions = e.evictions[:len(e.evictions)-1]
 	return true
 }

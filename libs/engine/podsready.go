@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jetqueue/jetqueue/libs/podsready"
 )
 
 // ErrNotAdmitted is returned for PodsReady on a workload without quota.
@@ -24,25 +26,37 @@ func (e *Engine) PodsReady(key string) error {
 	return nil
 }
 
-// NextTimer returns when the next timer is due: a PodsReady timeout of an
-// admitted workload, or the end of a requeue backoff. A service sleeps
-// until then; the simulator fires timers at their own instants.
+// Timer is one timer due: an admitted workload's PodsReady timeout, with
+// what KEP-349 does about it, or the end of a pending workload's backoff.
+type Timer struct {
+	Key string
+	At  time.Time
+	// Timeout is set for a PodsReady timeout.
+	Timeout *podsready.Timeout
+	// RequeueCount is how often the workload timed out before.
+	RequeueCount int32
+}
+
+// NextTimer returns when the next timer is due. A service sleeps until
+// then; the simulator fires timers at their own instants.
 func (e *Engine) NextTimer() (time.Time, bool) {
 	var next time.Time
-	consider := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
+	for _, w := range e.workloads {
+		if t, ok := e.timerOf(w); ok && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	for _, w := range e.workloads {
-		switch {
-		case e.podsReady.Enable && w.Status == Admitted && !w.PodsReady:
-			consider(e.podsReady.Deadline(w.AdmittedAt))
-		case e.waitingBackoff(w):
-			consider(w.RequeueAt)
-		}
-	}
 	return next, !next.IsZero()
+}
+
+func (e *Engine) timerOf(w *Workload) (time.Time, bool) {
+	switch {
+	case e.podsReady.Enable && w.Status == Admitted && !w.PodsReady:
+		return e.podsReady.Deadline(w.AdmittedAt), true
+	case e.waitingBackoff(w):
+		return w.RequeueAt, true
+	}
+	return time.Time{}, false
 }
 
 // waitingBackoff reports whether a workload sits out a requeue backoff.
@@ -50,58 +64,97 @@ func (e *Engine) waitingBackoff(w *Workload) bool {
 	return w.Status == Pending && w.queuedIn == "" && !w.RequeueAt.IsZero() && (e.pinned == nil || e.pinned.w != w)
 }
 
-// FireTimers runs every timer due at or before now, in time order (then
-// key order): timed-out workloads are evicted or deactivated, workloads
-// whose backoff ended go back to their queue.
-func (e *Engine) FireTimers(now time.Time) {
-	type timer struct {
-		at time.Time
-		w  *Workload
-	}
-	var due []timer
+// DueTimers returns every timer due at or before now, in time order (then
+// key order), each decided as if it fired at now. It changes nothing: the
+// podsready service publishes them, and FireTimers applies them.
+func (e *Engine) DueTimers(now time.Time) []Timer {
+	var due []Timer
 	for _, w := range e.workloads {
-		switch {
-		case e.podsReady.Enable && w.Status == Admitted && !w.PodsReady:
-			if d := e.podsReady.Deadline(w.AdmittedAt); !d.After(now) {
-				due = append(due, timer{d, w})
-			}
-		case e.waitingBackoff(w) && !w.RequeueAt.After(now):
-			due = append(due, timer{w.RequeueAt, w})
+		at, ok := e.timerOf(w)
+		if !ok || at.After(now) {
+			continue
 		}
+		t := Timer{Key: w.Info.Key, At: at, RequeueCount: w.RequeueCount}
+		if w.Status == Admitted {
+			d := e.podsReady.OnTimeout(w.RequeueCount, now)
+			t.Timeout = &d
+		}
+		due = append(due, t)
 	}
-	slices.SortFunc(due, func(a, b timer) int {
-		if c := a.at.Compare(b.at); c != 0 {
+	slices.SortFunc(due, func(a, b Timer) int {
+		if c := a.At.Compare(b.At); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.w.Info.Key, b.w.Info.Key)
+		return cmp.Compare(a.Key, b.Key)
 	})
-	for _, t := range due {
-		if t.w.Status == Admitted {
-			e.timeout(t.w, now)
-		} else {
-			t.w.RequeueAt = time.Time{}
-			e.route(t.w, now)
+	return due
+}
+
+// FireTimers runs every timer due at or before now: timed-out workloads
+// are evicted or deactivated, workloads whose backoff ended go back to
+// their queue.
+func (e *Engine) FireTimers(now time.Time) {
+	for _, t := range e.DueTimers(now) {
+		switch {
+		case t.Timeout == nil:
+			e.ApplyRequeue(t.Key, now)
+		case t.Timeout.Deactivate:
+			e.ApplyDeactivation(t.Key, now)
+		default:
+			e.ApplyTimeout(t.Key, t.Timeout.Count, t.Timeout.RequeueAt, now)
 		}
 	}
 }
 
-// timeout evicts a workload that did not become PodsReady in time, or
-// deactivates it once its requeues are used up (KEP-349).
-func (e *Engine) timeout(w *Workload, now time.Time) {
-	d := e.podsReady.OnTimeout(w.RequeueCount, now)
-	e.release(w, now)
-	w.Evictions++
-	w.Info.LastTried = nil
-	if d.Deactivate {
-		e.setStatus(w, Inactive)
-		w.RequeueCount, w.RequeueAt = 0, time.Time{}
-		e.evictions = append(e.evictions, Eviction{Key: w.Info.Key, Reason: EvictedByDeactivation, At: now})
-		return
+// ApplyTimeout evicts an admitted workload that did not become PodsReady
+// in time; it waits out its backoff until requeueAt (KEP-349). It does
+// nothing to a workload that holds no quota.
+func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time) bool {
+	w := e.timedOut(key, now)
+	if w == nil {
+		return false
 	}
 	e.setStatus(w, Pending)
-	w.RequeueCount, w.RequeueAt = d.Count, d.RequeueAt
+	w.RequeueCount, w.RequeueAt = count, requeueAt
 	if e.podsReady.ByEviction {
 		w.Info.QueueTime = now
 	}
-	e.evictions = append(e.evictions, Eviction{Key: w.Info.Key, Reason: EvictedByPodsReadyTimeout, At: now})
+	e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByPodsReadyTimeout, At: now})
+	return true
+}
+
+// ApplyDeactivation deactivates an admitted workload whose requeues are
+// used up.
+func (e *Engine) ApplyDeactivation(key string, now time.Time) bool {
+	w := e.timedOut(key, now)
+	if w == nil {
+		return false
+	}
+	e.setStatus(w, Inactive)
+	w.RequeueCount, w.RequeueAt = 0, time.Time{}
+	e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
+	return true
+}
+
+func (e *Engine) timedOut(key string, now time.Time) *Workload {
+	w := e.workloads[key]
+	if w == nil || w.Status != Admitted {
+		return nil
+	}
+	e.release(w, now)
+	w.Evictions++
+	w.Info.LastTried = nil
+	return w
+}
+
+// ApplyRequeue returns a workload whose backoff ended to its queue. It
+// does nothing unless the workload is waiting out a backoff.
+func (e *Engine) ApplyRequeue(key string, now time.Time) bool {
+	w := e.workloads[key]
+	if w == nil || !e.waitingBackoff(w) {
+		return false
+	}
+	w.RequeueAt = time.Time{}
+	e.route(w, now)
+	return true
 }

@@ -35,8 +35,8 @@ spec: {clusterQueue: cq-a}
 
 // TestPreemptorWaitsForItsVictims pins the preemption decision as a value:
 // in the cycle that chooses victims, the preemptor is not admitted and
-// carries WaitingForPreemptedWorkloads with Kueue's message; each victim's
-// eviction names its preemptor and the grounds.
+// carries WaitingForPreemptedWorkloads with Kueue's message; the
+// preemption names each victim, its preemptor and the grounds.
 func TestPreemptorWaitsForItsVictims(t *testing.T) {
 	e := New()
 	e.RecordDecisions()
@@ -57,18 +57,20 @@ func TestPreemptorWaitsForItsVictims(t *testing.T) {
 	var kinds []engineDecision
 	for _, d := range e.DrainDecisions() {
 		ed := engineDecision{Kind: d.Kind, Key: d.Key}
-		if d.Eviction != nil {
-			ed.Reason, ed.Preemptor, ed.Grounds = d.Eviction.Reason, d.Eviction.Preemptor, string(d.Eviction.Kind)
+		for _, t := range d.Targets {
+			ed.Victim, ed.Preemptor, ed.Grounds = t.Workload.Key, t.Preemptor, string(t.Kind)
 		}
 		kinds = append(kinds, ed)
 	}
 	want := []engineDecision{
-		{Kind: DecidedPreemption, Key: "cq-a/high"},
-		{Kind: DecidedEviction, Key: "cq-a/low", Reason: EvictedByPreemption, Preemptor: "cq-a/high", Grounds: string(scheduler.InClusterQueue)},
+		{Kind: DecidedPreemption, Key: "cq-a/high", Victim: "cq-a/low", Preemptor: "cq-a/high", Grounds: string(scheduler.InClusterQueue)},
 		{Kind: DecidedInadmissible, Key: "cq-a/high"},
 	}
 	if d := cmp.Diff(want, kinds, cmp.Comparer(func(a, b engineDecision) bool { return a == b })); d != "" {
 		t.Errorf("decisions (-want +got):\n%s", d)
+	}
+	if low := e.Workload("cq-a/low"); low.Status != Pending {
+		t.Errorf("victim is %s after the preempting cycle, want pending (evicted at once)", low.Status)
 	}
 	e.RunToQuiescence(t0)
 	if high.Status != Admitted || e.Workload("cq-a/low").Status != Pending {
@@ -78,7 +80,7 @@ func TestPreemptorWaitsForItsVictims(t *testing.T) {
 
 type engineDecision struct {
 	Kind                            DecisionKind
-	Key, Reason, Preemptor, Grounds string
+	Key, Victim, Preemptor, Grounds string
 }
 
 func cpuWorkloadPriority(ns, name string, cpu, prio int) string {

@@ -72,6 +72,13 @@ func WorkloadSubject(namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "wl", Token(namespace), Token(name)}, ".")
 }
 
+// PlacedSubject is where the scorer's advice about a workload goes. It is
+// not the workload's subject: a placement is not a state transition, and
+// must not move the sequence that the workload's writers fence on.
+func PlacedSubject(namespace, name string) string {
+	return strings.Join([]string{SubjectRoot, "placed", Token(namespace), Token(name)}, ".")
+}
+
 // ConfigSubject is the subject of one configuration object.
 func ConfigSubject(kind, namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "cfg", Token(kind), Token(namespace), Token(name)}, ".")
@@ -289,24 +296,32 @@ type PreemptionRequestedData struct {
 	Victims      []Victim `json:"victims"`
 }
 
-// Victim is one workload chosen for preemption.
+// Victim is one workload chosen for preemption. Seq is the last sequence
+// on its subject when it was chosen: the preemptor evicts it only if
+// nothing happened to it since.
 type Victim struct {
 	WorkloadRef
 	ClusterQueue string                   `json:"clusterQueue"`
 	Kind         scheduler.PreemptionKind `json:"kind"`
+	Seq          uint64                   `json:"seq"`
 }
 
 // EvictedData is a workload losing its quota; for reason Preempted it says
-// by whom and on what grounds.
+// by whom and on what grounds. For reason PodsReadyTimeout it carries
+// KEP-349's requeue state: the workload waits out its backoff until
+// RequeueAt, when a Requeued event returns it to its queue.
 type EvictedData struct {
 	WorkloadRef
-	Reason      string                   `json:"reason"`
-	Preemptor   *WorkloadRef             `json:"preemptor,omitempty"`
-	PreemptorCQ string                   `json:"preemptorClusterQueue,omitempty"`
-	Kind        scheduler.PreemptionKind `json:"kind,omitempty"`
+	Reason       string                   `json:"reason"`
+	Preemptor    *WorkloadRef             `json:"preemptor,omitempty"`
+	PreemptorCQ  string                   `json:"preemptorClusterQueue,omitempty"`
+	Kind         scheduler.PreemptionKind `json:"kind,omitempty"`
+	RequeueCount int32                    `json:"requeueCount,omitempty"`
+	RequeueAt    *time.Time               `json:"requeueAt,omitempty"`
 }
 
-// RequeuedData says when a timed-out workload may queue again.
+// RequeuedData says that a timed-out workload's backoff is over (Until)
+// and it queues again; Count is how often it has timed out.
 type RequeuedData struct {
 	WorkloadRef
 	Count int32     `json:"count"`

@@ -19,6 +19,8 @@ var decisionPackages = []string{
 	"github.com/jetqueue/jetqueue/libs/sim",
 	"github.com/jetqueue/jetqueue/libs/podsready",
 	"github.com/jetqueue/jetqueue/libs/scoring",
+	"github.com/jetqueue/jetqueue/libs/replay",
+	"github.com/jetqueue/jetqueue/libs/events",
 }
 
 // ioPackages may not appear anywhere in the core's dependency graph.

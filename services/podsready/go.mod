@@ -2,7 +2,11 @@ module github.com/jetqueue/jetqueue/services/podsready
 
 go 1.26.8
 
-require github.com/jetqueue/jetqueue/libs v0.0.0
+require (
+	github.com/jetqueue/jetqueue/libs v0.0.0
+	github.com/nats-io/nats.go v1.55.0
+	go.uber.org/zap v1.28.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -14,7 +18,6 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
@@ -23,7 +26,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect

@@ -15,24 +15,32 @@
 // own decisions back it skips them; decisions it did not make (a previous
 // leader's, or its own from before a restart) are applied as facts and
 // never decided again.
+//
+// A preemption evicts its victims in the engine at once, as Kueue's cache
+// does, so that the rest of the run decides exactly as the simulator; but
+// the evictions are the preemptor service's to publish. Decisions after a
+// PreemptionRequested are therefore held back until every victim's
+// Evicted is in the log, so the log never shows quota admitted twice. If
+// a victim changes first (PodsReady, a new priority), the eviction is
+// refused by its fence and the instance replays the log to the truth.
 package admission
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/service"
 )
 
@@ -55,9 +63,8 @@ type Service struct {
 	log    *zap.Logger
 	js     jetstream.JetStream
 	eng    *engine.Engine
-	kv     jetstream.KeyValue
-	lease  *bus.Lease
-	lost   atomic.Bool
+	leader  *bus.Leadership
+	leading bool
 	last   uint64
 	onSubj map[string]uint64
 	mine   map[string]bool
@@ -67,7 +74,32 @@ type Service struct {
 	open map[string]*openBatch
 	// progress publishes how far this instance has read, for /v1/sync.
 	progress *bus.Progress
+	// held are decisions made but not yet published, waiting for the
+	// evictions of a preemption published before them; awaiting are the
+	// subjects of those victims.
+	held     []decision
+	awaiting map[string]bool
+	// chain is the sequence each subject is at after this run's own
+	// publications, which the run's later decisions about it expect.
+	chain map[string]uint64
+	// seen is the latest event time read: decisions are never stamped
+	// before what they answer, even if this clock lags the publisher's.
+	seen time.Time
 }
+
+// decision is an engine decision rendered as its event when it was made,
+// with the sequence its subject was at then: it is published only if the
+// workload did not change since.
+type decision struct {
+	engine.Decision
+	at     time.Time
+	ev     events.Event
+	expect uint64
+}
+
+// errResync asks for the log to be replayed: the engine got ahead of it
+// on grounds the log did not confirm.
+var errResync = errors.New("the log contradicts a decision in flight")
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
@@ -94,15 +126,19 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	s := &Service{cfg: cfg, log: rt.Log, js: js, kv: kv, batch: 512}
+	s := &Service{cfg: cfg, log: rt.Log, js: js, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL), batch: 512}
 	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
 		return err
 	}
-	defer s.releaseLease()
+	defer s.leader.Release()
 	for ctx.Err() == nil {
 		err := s.follow(ctx, rt)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errResync) {
+			s.log.Info("replaying the log", zap.Error(err))
+			continue
 		}
 		if !errors.Is(err, bus.ErrLeaseLost) {
 			return err
@@ -110,7 +146,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		// Decisions applied in memory may never have been published: start
 		// over from the log as a standby.
 		s.log.Warn("lease lost; replaying the log as a standby", zap.Error(err))
-		s.lease = nil
+		s.leading = false
 	}
 	return nil
 }
@@ -121,6 +157,7 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	s.eng = engine.New()
 	s.eng.RecordDecisions()
 	s.onSubj, s.mine, s.last, s.open = map[string]uint64{}, map[string]bool{}, 0, map[string]*openBatch{}
+	s.held, s.awaiting, s.chain = nil, map[string]bool{}, map[string]uint64{}
 	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
@@ -146,7 +183,7 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 	if err := s.lead(ctx); err != nil {
 		return err
 	}
-	if s.lease != nil {
+	if s.leading {
 		if err := s.decide(ctx); err != nil {
 			return err
 		}
@@ -180,9 +217,21 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 			s.log.Warn("skipping an event that does not decode", zap.Uint64("seq", s.last), zap.Error(err))
 			continue
 		}
+		if ev.Time.After(s.seen) {
+			s.seen = ev.Time
+		}
 		if s.mine[ev.ID] {
 			delete(s.mine, ev.ID)
 			continue
+		}
+		if s.awaiting[msg.Subject()] {
+			applied, err := s.victimMoved(msg.Subject(), ev)
+			if err != nil {
+				return false, err
+			}
+			if applied {
+				continue
+			}
 		}
 		if ev.Batch != nil {
 			s.batchMember(ev.Batch)
@@ -194,52 +243,30 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 	return n == 0 || pending == 0, nil
 }
 
-// apply folds one event into the engine. Errors are events the engine
-// refuses (an unknown workload, say), logged and skipped: the log is the
-// truth and never rewritten.
-func (s *Service) apply(ev events.Event) error {
-	now := ev.Time
-	key := func(r events.WorkloadRef) string { return api.NamespacedName(r.Namespace, r.Name) }
+// apply folds one event into the engine; see replay.Apply.
+func (s *Service) apply(ev events.Event) error { return replay.Apply(s.eng, ev) }
+
+// victimMoved handles an event about a victim whose eviction is awaited,
+// and reports whether it is already applied. The preemptor's Evicted is:
+// the engine evicted the victim when it chose it. A finish or delete makes
+// the eviction moot and is applied as usual. Anything else means the
+// preemptor's fence refused the eviction, and the engine is ahead of the
+// log.
+func (s *Service) victimMoved(subject string, ev events.Event) (bool, error) {
+	delete(s.awaiting, subject)
 	switch d := ev.Data.(type) {
-	case *events.ConfigAppliedData:
-		objs, err := api.Decode(d.Object)
-		if err != nil || len(objs) != 1 {
-			return fmt.Errorf("config object: %v", err)
-		}
-		_, err = s.eng.Apply(objs[0], now)
-		return err
-	case *events.ConfigRef:
-		return s.eng.DeleteConfig(d.Kind, d.Namespace, d.Name, now)
-	case *events.WorkloadSubmittedData:
-		objs, err := api.Decode(d.Workload)
-		if err != nil || len(objs) != 1 {
-			return fmt.Errorf("workload: %v", err)
-		}
-		wl, ok := objs[0].(*api.Workload)
-		if !ok {
-			return fmt.Errorf("workload payload is a %T", objs[0])
-		}
-		_, err = s.eng.Submit(wl, d.CreatedAt)
-		return err
-	case *events.PriorityChangedData:
-		return s.eng.SetPriority(key(d.WorkloadRef), d.Priority, now)
-	case *events.WorkloadFinishedData:
-		return s.eng.Finish(key(d.WorkloadRef), now)
-	case *events.QuotaReservedData:
-		s.eng.ApplyAdmission(key(d.WorkloadRef), d.Admission, now)
-	case *events.InadmissibleData:
-		s.eng.NoteReason(key(d.WorkloadRef), d.Reason)
 	case *events.EvictedData:
-		s.eng.ApplyEviction(key(d.WorkloadRef), engine.Eviction{Reason: d.Reason, Kind: d.Kind, PreemptorCQ: d.PreemptorCQ}, now)
+		if d.Reason == engine.EvictedByPreemption {
+			return true, nil
+		}
+	case *events.WorkloadFinishedData:
+		return false, nil
 	case *events.WorkloadRef:
-		switch ev.Type {
-		case events.WorkloadDeleted:
-			return s.eng.Delete(key(*d), now)
-		case events.PodsReady:
-			return s.eng.PodsReady(key(*d))
+		if ev.Type == events.WorkloadDeleted {
+			return false, nil
 		}
 	}
-	return nil
+	return false, fmt.Errorf("%w: %s on a victim awaiting eviction", errResync, ev.Type)
 }
 
 type openBatch struct {
@@ -274,92 +301,74 @@ func (s *Service) waitForBatches() bool {
 	return len(s.open) > 0
 }
 
-// lead acquires the shard's lease when free; a standby keeps trying. The
-// lease is renewed in the background, so a long cycle cannot let it lapse;
-// a renewal that fails marks it lost.
+// lead acquires the shard's lease when free; a standby keeps trying.
 func (s *Service) lead(ctx context.Context) error {
-	if s.lease != nil {
-		if s.lost.Load() {
-			return fmt.Errorf("admission %s: %w", s.cfg.Instance, bus.ErrLeaseLost)
-		}
-		return nil
-	}
-	l, err := bus.Acquire(ctx, s.kv, s.cfg.Shard, s.cfg.Instance)
-	if errors.Is(err, bus.ErrLeaseHeld) {
-		return nil
-	}
+	was := s.leading
+	leading, err := s.leader.Lead(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("admission %s: %w", s.cfg.Instance, err)
 	}
-	s.log.Info("leading", zap.String("shard", s.cfg.Shard))
-	s.lease = l
-	s.lost.Store(false)
-	go s.keep(ctx, l)
+	if leading && !was {
+		s.log.Info("leading", zap.String("shard", s.cfg.Shard))
+	}
+	s.leading = leading
 	return nil
 }
 
-// keep renews the lease every third of its TTL until it fails or ctx ends.
-func (s *Service) keep(ctx context.Context, l *bus.Lease) {
-	t := time.NewTicker(s.cfg.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := l.Renew(ctx); err != nil {
-				if ctx.Err() == nil {
-					s.lost.Store(true)
-				}
-				return
-			}
-		}
-	}
-}
-
-func (s *Service) releaseLease() {
-	if s.lease != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.lease.Release(ctx)
-	}
-}
-
-// decide runs scheduling to quiescence and publishes what it decided. The
-// lease is checked once before the batch; the decisions go out
-// asynchronously (one round trip for the batch), in order, each fenced on
-// its workload's subject. A second decision about the same workload in one
-// batch waits for the first one's sequence.
+// decide runs scheduling to quiescence and publishes what it decided, in
+// order, up to and including the next preemption; the rest waits for its
+// victims' evictions. The lease is checked once before each batch; the
+// decisions go out asynchronously (one round trip for the batch), each
+// fenced on its workload's subject. A second decision about the same
+// workload in one batch waits for the first one's sequence.
 func (s *Service) decide(ctx context.Context) error {
-	now := s.cfg.Now()
-	s.eng.RunToQuiescence(now)
-	decisions := s.eng.DrainDecisions()
-	s.eng.DrainEvictions()
-	if len(decisions) == 0 {
+	if len(s.awaiting) > 0 {
 		return nil
 	}
-	if err := s.lease.Check(ctx); err != nil {
+	if len(s.held) == 0 {
+		now := s.now()
+		s.eng.RunToQuiescence(now)
+		s.eng.DrainEvictions()
+		s.chain = map[string]uint64{}
+		for i, d := range s.eng.DrainDecisions() {
+			ev, err := s.event(d, now, i)
+			if err != nil {
+				return err
+			}
+			s.held = append(s.held, decision{Decision: d, at: now, ev: ev, expect: s.onSubj[ev.Subject]})
+		}
+	}
+	if len(s.held) == 0 {
+		return nil
+	}
+	if err := s.leader.Check(ctx); err != nil {
 		return err
 	}
+	n := len(s.held)
+	for i, d := range s.held {
+		if d.Kind == engine.DecidedPreemption {
+			n = i + 1
+			break
+		}
+	}
+	batch := s.held[:n]
+	s.held = slices.Clone(s.held[n:])
 	type inflight struct {
-		d  engine.Decision
+		d  decision
 		ev events.Event
 		f  jetstream.PubAckFuture
 	}
 	var sent []inflight
 	var later []inflight
 	subjects := map[string]bool{}
-	for i, d := range decisions {
-		ev, err := s.event(d, now, i)
-		if err != nil {
-			return err
-		}
+	for _, d := range batch {
+		ev := d.ev
 		if subjects[ev.Subject] {
 			later = append(later, inflight{d: d, ev: ev})
 			continue
 		}
 		subjects[ev.Subject] = true
-		expect := s.onSubj[ev.Subject]
+		expect := s.expect(d)
 		f, err := bus.PublishAsync(s.js, ev, &expect)
 		if err != nil {
 			return err
@@ -368,27 +377,49 @@ func (s *Service) decide(ctx context.Context) error {
 	}
 	for _, p := range sent {
 		seq, _, err := bus.Result(ctx, p.ev, p.f)
-		if err := s.published(p.d, p.ev, seq, err, now); err != nil {
+		if err := s.published(p.d, p.ev, seq, err); err != nil {
 			return err
 		}
 	}
 	for _, p := range later {
-		expect := s.onSubj[p.ev.Subject]
+		expect := s.expect(p.d)
 		seq, _, err := bus.Publish(ctx, s.js, p.ev, &expect)
-		if err := s.published(p.d, p.ev, seq, err, now); err != nil {
+		if err := s.published(p.d, p.ev, seq, err); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// expect is the sequence a decision's subject must be at: where it was
+// when decided, or where this run's last publication about it left it.
+func (s *Service) expect(d decision) uint64 {
+	if seq, ok := s.chain[d.ev.Subject]; ok {
+		return seq
+	}
+	return d.expect
+}
+
+// now is the clock, but never before the latest event read.
+func (s *Service) now() time.Time {
+	now := s.cfg.Now()
+	if s.seen.After(now) {
+		return s.seen
+	}
+	return now
+}
+
 // published records a decision's publication. On a conflict another
 // writer moved the workload first: the decision is taken back and made
 // again on the new state.
-func (s *Service) published(d engine.Decision, ev events.Event, seq uint64, err error, now time.Time) error {
+func (s *Service) published(d decision, ev events.Event, seq uint64, err error) error {
 	if errors.Is(err, bus.ErrConflict) {
-		if d.Kind == engine.DecidedAdmission {
-			_ = s.eng.Unadmit(d.Key, now)
+		switch d.Kind {
+		case engine.DecidedAdmission:
+			_ = s.eng.Unadmit(d.Key, d.at)
+		case engine.DecidedPreemption:
+			// Its victims are evicted in the engine only.
+			return fmt.Errorf("%w: preemption by %s refused", errResync, d.Key)
 		}
 		return nil
 	}
@@ -397,6 +428,12 @@ func (s *Service) published(d engine.Decision, ev events.Event, seq uint64, err 
 	}
 	s.mine[ev.ID] = true
 	s.onSubj[ev.Subject] = seq
+	s.chain[ev.Subject] = seq
+	if d.Kind == engine.DecidedPreemption {
+		for _, v := range ev.Data.(*events.PreemptionRequestedData).Victims {
+			s.awaiting[events.WorkloadSubject(v.Namespace, v.Name)] = true
+		}
+	}
 	return nil
 }
 
@@ -419,16 +456,9 @@ func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, 
 			vns, vname, _ := strings.Cut(t.Workload.Key, "/")
 			data.ClusterQueue = t.PreemptorCQ
 			data.Victims = append(data.Victims, events.Victim{WorkloadRef: events.WorkloadRef{Namespace: vns, Name: vname},
-				ClusterQueue: t.Workload.ClusterQueue, Kind: t.Kind})
+				ClusterQueue: t.Workload.ClusterQueue, Kind: t.Kind, Seq: s.onSubj[events.WorkloadSubject(vns, vname)]})
 		}
 		ev.Type, ev.Data = events.PreemptionRequested, data
-	case engine.DecidedEviction:
-		data := &events.EvictedData{WorkloadRef: ref, Reason: d.Eviction.Reason, PreemptorCQ: d.Eviction.PreemptorCQ, Kind: d.Eviction.Kind}
-		if p := d.Eviction.Preemptor; p != "" {
-			pns, pname, _ := strings.Cut(p, "/")
-			data.Preemptor = &events.WorkloadRef{Namespace: pns, Name: pname}
-		}
-		ev.Type, ev.Data = events.Evicted, data
 	default:
 		return ev, fmt.Errorf("unknown decision %q", d.Kind)
 	}

@@ -1,11 +1,45 @@
-// Package podsready is the podsready service's shell.
+// Package podsready is the waitForPodsReady service's shell (KEP-349):
+//
+//	JQ_EVENTS, ordered consumer from the start ─▶ engine replica (events applied as facts)
+//	        ▲                                            │ caught up, clock read
+//	        │                                            ▼
+//	        └── Evicted / Requeued / Deactivated ◀── the engine's due timers
+//
+// The replica knows every admitted workload's admission time (its
+// QuotaReserved event's time), its PodsReady state and its requeue state,
+// so every timer is re-armed after a restart from the log alone, never from
+// process uptime. The timers due at one instant go out as one batch, in
+// the core's order, so admission decides once they have all arrived (as
+// the simulator does after firing them):
+//
+//   - a PodsReady timeout: Evicted (PodsReadyTimeout) with the requeue
+//     state, or, once the requeues are spent, Evicted (InactiveWorkload)
+//     then Deactivated;
+//   - the end of a backoff: Requeued.
+//
+// Each is fenced on its workload's subject at the sequence the replica
+// saw, so a workload that became ready in the meantime is never evicted.
+// The instance then waits to read its own events back before firing
+// again. Only the holder of the shard's lease publishes; its progress mark
+// says up to which time it has acted and when its next timer is due, which
+// lets the manual clock step from timer to timer.
 package podsready
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/clock"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/service"
 )
 
@@ -17,10 +51,216 @@ type Config struct {
 	LeaseTTL    time.Duration
 	ManualClock bool
 	Stream      bus.StreamOptions
+	// Now is the clock; nil means the wall clock (or the manual one).
+	Now func() time.Time
+}
+
+// Service is one podsready instance.
+type Service struct {
+	cfg      Config
+	log      *zap.Logger
+	js       jetstream.JetStream
+	leader   *bus.Leadership
+	progress *bus.Progress
+	eng      *engine.Engine
+	last     uint64
+	onSubj   map[string]uint64
+	// await is the sequence of this instance's last publication: timers
+	// are fired again only once it has been read back.
+	await uint64
 }
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
-	<-ctx.Done()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 5 * time.Second
+	}
+	conn, err := bus.Open(ctx, cfg.NATSURL, "podsready-"+cfg.Instance, cfg.Stream)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if cfg.ManualClock {
+		m, err := clock.NewManual(ctx, conn.JS)
+		if err != nil {
+			return err
+		}
+		cfg.Now = m.Now
+	}
+	kv, err := bus.EnsureLeaseBucket(ctx, conn.JS, cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL)}
+	if s.progress, err = bus.NewProgress(ctx, conn.JS, "podsready"); err != nil {
+		return err
+	}
+	defer s.leader.Release()
+	for ctx.Err() == nil {
+		err := s.follow(ctx, rt)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, bus.ErrLeaseLost) {
+			return err
+		}
+		s.log.Warn("lease lost; replaying the log as a standby", zap.Error(err))
+	}
 	return nil
+}
+
+// follow replays the stream from the start into a fresh replica, then
+// keeps following it, firing timers while it holds the lease.
+func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
+	s.eng, s.last, s.await, s.onSubj = engine.New(), 0, 0, map[string]uint64{}
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", events.Stream, err)
+	}
+	for ctx.Err() == nil {
+		caughtUp, err := s.consume(ctx, cons)
+		if err != nil {
+			return err
+		}
+		if !caughtUp || s.last < s.await {
+			continue
+		}
+		rt.SetReady(true)
+		leading, err := s.leader.Lead(ctx)
+		if err != nil {
+			return err
+		}
+		if !leading {
+			continue
+		}
+		now := s.cfg.Now()
+		fired, err := s.fire(ctx, now)
+		if err != nil {
+			return err
+		}
+		if fired {
+			continue
+		}
+		if err := s.mark(ctx, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// consume applies the next batch of events and reports whether the
+// instance has caught up with the stream. It waits for events no longer
+// than until the next timer is due, and briefly on the manual clock, which
+// moves without events.
+func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+	wait := time.Second
+	if s.cfg.ManualClock {
+		wait = 20 * time.Millisecond
+	} else if next, ok := s.eng.NextTimer(); ok {
+		wait = min(wait, max(time.Until(next), time.Millisecond))
+	}
+	msgs, err := bus.Batch(ctx, cons, 512, wait)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("fetch: %w", err)
+	}
+	var pending uint64
+	for _, msg := range msgs {
+		meta, err := msg.Metadata()
+		if err != nil {
+			return false, err
+		}
+		pending = meta.NumPending
+		s.last = meta.Sequence.Stream
+		s.onSubj[msg.Subject()] = s.last
+		ev, err := bus.Decode(msg)
+		if err != nil {
+			s.log.Warn("skipping an event that does not decode", zap.Uint64("seq", s.last), zap.Error(err))
+			continue
+		}
+		if err := replay.Apply(s.eng, ev); err != nil {
+			s.log.Debug("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
+		}
+	}
+	return len(msgs) == 0 || pending == 0, nil
+}
+
+// fire publishes every timer due at now, as one batch, and reports
+// whether it published anything.
+func (s *Service) fire(ctx context.Context, now time.Time) (bool, error) {
+	due := s.eng.DueTimers(now)
+	if len(due) == 0 {
+		return false, nil
+	}
+	if err := s.leader.Check(ctx); err != nil {
+		return false, err
+	}
+	var out []events.Event
+	for _, t := range due {
+		out = append(out, Events(t, now)...)
+	}
+	batch := &events.Batch{ID: fmt.Sprintf("podsready/%d", now.UnixNano()), Size: len(out)}
+	refused := map[string]bool{}
+	for _, ev := range out {
+		ev.Batch = batch
+		if refused[ev.Subject] {
+			continue
+		}
+		expect := s.onSubj[ev.Subject]
+		seq, _, err := bus.Publish(ctx, s.js, ev, &expect)
+		if errors.Is(err, bus.ErrConflict) {
+			// The workload moved first (its pods became ready, say): the
+			// replica reads why and decides again.
+			s.log.Info("workload changed before its timer's event; not published", zap.String("type", string(ev.Type)),
+				zap.String("subject", ev.Subject))
+			refused[ev.Subject] = true
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		s.onSubj[ev.Subject] = seq
+		s.await = max(s.await, seq)
+	}
+	return true, nil
+}
+
+// Events renders a due timer as the events that carry it out. Their ids
+// derive from the workload and the instant, so that a repeat (a new leader
+// firing the same timer) is deduplicated.
+func Events(t engine.Timer, now time.Time) []events.Event {
+	ns, name, _ := strings.Cut(t.Key, "/")
+	ref := events.WorkloadRef{Namespace: ns, Name: name}
+	ev := func(kind string, typ events.Type, data any) events.Event {
+		return events.Event{ID: fmt.Sprintf("podsready/%s/%s/%d", t.Key, kind, t.At.UnixNano()), Type: typ,
+			Source: "jetqueue/podsready", Time: now, Subject: events.WorkloadSubject(ns, name), Data: data}
+	}
+	switch {
+	case t.Timeout == nil:
+		return []events.Event{ev("requeue", events.Requeued, &events.RequeuedData{WorkloadRef: ref, Count: t.RequeueCount, Until: t.At})}
+	case t.Timeout.Deactivate:
+		return []events.Event{
+			ev("deactivate-evict", events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: engine.EvictedByDeactivation}),
+			ev("deactivate", events.Deactivated, &ref),
+		}
+	default:
+		at := t.Timeout.RequeueAt
+		return []events.Event{ev("timeout", events.Evicted, &events.EvictedData{WorkloadRef: ref,
+			Reason: engine.EvictedByPodsReadyTimeout, RequeueCount: t.Timeout.Count, RequeueAt: &at})}
+	}
+}
+
+// mark reports that everything read is handled and every timer due by now
+// has fired, with when the next one is due.
+func (s *Service) mark(ctx context.Context, now time.Time) error {
+	m := bus.Mark{Seq: s.last, Clock: &now}
+	if next, ok := s.eng.NextTimer(); ok {
+		m.Next = &next
+	}
+	return s.progress.Mark(ctx, m)
 }

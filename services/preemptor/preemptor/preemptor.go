@@ -1,11 +1,36 @@
-// Package preemptor is the preemptor service's shell.
+// Package preemptor is the preemptor service's shell: it carries out the
+// preemptions that admission decides.
+//
+//	JQ_EVENTS, durable "preemptor" ─▶ PreemptionRequested ─▶ Evicted (Preempted) for each victim,
+//	                                                          fenced on the victim's subject
+//
+// Admission chooses the victims with the core's preemption code, inside
+// the scheduling cycle that needs them (as Kueue's scheduler does), and
+// names each with the sequence its subject was at then. The preemptor
+// publishes each eviction with Nats-Expected-Last-Subject-Sequence at that
+// sequence: a victim that changed since (its pods became ready, it
+// finished, its priority moved) is never evicted on stale grounds, and
+// admission, seeing the change, decides again on the new state.
+//
+// Redelivery is harmless: an eviction's id derives from the request's, so
+// JetStream deduplicates a second publication, and after the window its
+// fence fails. Only the holder of the shard's lease consumes; a standby
+// takes over from the durable consumer's acknowledged position.
 package preemptor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/service"
 )
 
@@ -18,8 +43,168 @@ type Config struct {
 	Stream   bus.StreamOptions
 }
 
+// Durable is the preemptor's consumer on JQ_EVENTS.
+const Durable = "preemptor"
+
+// Service is one preemptor instance.
+type Service struct {
+	cfg      Config
+	log      *zap.Logger
+	js       jetstream.JetStream
+	leader   *bus.Leadership
+	progress *bus.Progress
+	outcomes *prometheus.CounterVec
+}
+
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
-	<-ctx.Done()
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 5 * time.Second
+	}
+	conn, err := bus.Open(ctx, cfg.NATSURL, "preemptor-"+cfg.Instance, cfg.Stream)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	kv, err := bus.EnsureLeaseBucket(ctx, conn.JS, cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_preemptor_evictions_total",
+			Help: "Victims by outcome: evicted, stale (changed since chosen: not evicted), duplicate."}, []string{"outcome"})}
+	if rt.Registry != nil {
+		rt.Registry.MustRegister(s.outcomes)
+	}
+	if s.progress, err = bus.NewProgress(ctx, conn.JS, "preemptor"); err != nil {
+		return err
+	}
+	defer s.leader.Release()
+	rt.SetReady(true)
+	for ctx.Err() == nil {
+		leading, err := s.leader.Lead(ctx)
+		switch {
+		case errors.Is(err, bus.ErrLeaseLost):
+			s.log.Warn("lease lost; standing by")
+			continue
+		case err != nil:
+			return err
+		case !leading:
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.LeaseTTL / 3):
+			}
+			continue
+		}
+		s.log.Info("leading", zap.String("shard", cfg.Shard))
+		if err := s.work(ctx, conn.Stream); err != nil && !errors.Is(err, bus.ErrLeaseLost) {
+			return err
+		}
+	}
 	return nil
+}
+
+// work consumes while this instance holds the lease.
+func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
+	cons, err := bus.EnsureConsumer(ctx, stream, bus.ConsumerOptions{Durable: Durable,
+		FilterSubjects: []string{events.SubjectRoot + ".>"}, AckWait: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		if _, err := s.leader.Lead(ctx); err != nil {
+			return err
+		}
+		msgs, err := bus.Batch(ctx, cons, 64, 200*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fetch: %w", err)
+		}
+		var last uint64
+		for i, m := range msgs {
+			if err := s.handle(ctx, m); err != nil {
+				for _, rest := range msgs[i:] {
+					_ = rest.Nak()
+				}
+				return err
+			}
+			if err := m.Ack(); err != nil {
+				return err
+			}
+			if meta, err := m.Metadata(); err == nil {
+				last = meta.Sequence.Stream
+			}
+		}
+		if last > 0 {
+			if err := s.progress.Report(ctx, last); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// handle carries out one PreemptionRequested; other events pass.
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
+	if events.Type(m.Headers().Get(events.HeaderType)) != events.PreemptionRequested {
+		return nil
+	}
+	ev, err := bus.Decode(m)
+	if err != nil {
+		s.log.Warn("skipping a preemption request that does not decode", zap.Error(err))
+		return nil
+	}
+	req, ok := ev.Data.(*events.PreemptionRequestedData)
+	if !ok {
+		return nil
+	}
+	if err := s.leader.Check(ctx); err != nil {
+		return err
+	}
+	type inflight struct {
+		ev events.Event
+		f  jetstream.PubAckFuture
+	}
+	var sent []inflight
+	for i, ev := range Evictions(ev, req) {
+		expect := req.Victims[i].Seq
+		f, err := bus.PublishAsync(s.js, ev, &expect)
+		if err != nil {
+			return err
+		}
+		sent = append(sent, inflight{ev, f})
+	}
+	for _, p := range sent {
+		_, dup, err := bus.Result(ctx, p.ev, p.f)
+		switch {
+		case errors.Is(err, bus.ErrConflict):
+			s.outcomes.WithLabelValues("stale").Inc()
+			s.log.Info("victim changed since it was chosen; not evicted", zap.String("subject", p.ev.Subject),
+				zap.String("request", ev.ID))
+		case err != nil:
+			return err
+		case dup:
+			s.outcomes.WithLabelValues("duplicate").Inc()
+		default:
+			s.outcomes.WithLabelValues("evicted").Inc()
+		}
+	}
+	return nil
+}
+
+// Evictions renders a request's evictions, one per victim in order. Each
+// happens at the instant the preemption was decided, and its id derives
+// from the request's, so that a repeat is deduplicated.
+func Evictions(req events.Event, d *events.PreemptionRequestedData) []events.Event {
+	out := make([]events.Event, 0, len(d.Victims))
+	for i, v := range d.Victims {
+		preemptor := d.WorkloadRef
+		out = append(out, events.Event{ID: fmt.Sprintf("preemptor/%s/%d", req.ID, i), Type: events.Evicted,
+			Source: "jetqueue/preemptor", Time: req.Time, Subject: events.WorkloadSubject(v.Namespace, v.Name),
+			Data: &events.EvictedData{WorkloadRef: v.WorkloadRef, Reason: engine.EvictedByPreemption,
+				Preemptor: &preemptor, PreemptorCQ: d.ClusterQueue, Kind: v.Kind}})
+	}
+	return out
 }

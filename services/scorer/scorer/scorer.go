@@ -3,7 +3,7 @@
 // go. Three inputs, one output:
 //
 //	Kubernetes informers | JQ_NODES watch ──▶ Inventory (nodes: allocatable, requested, labels, taints)
-//	JQ_EVENTS, ordered consumer (jq.ev.wl.>, jq.ev.cfg.>) ──▶ State (pods per podSet, flavors, current admission)
+//	JQ_EVENTS, ordered consumer (every subject) ──▶ State (pods per podSet, flavors, current admission)
 //	JQ_EVENTS, durable "scorer" (jq.ev.wl.>) ──▶ QuotaReserved #N
 //	      ──▶ wait until State has applied N ──▶ Place(State, Inventory) ──▶ publish Placed ──▶ ack #N
 //	jq.api.v1.score (request/reply) ──▶ Rank ──▶ reply
@@ -20,8 +20,9 @@
 // its Placed event is not placed again. The Placed event's ce-id is derived
 // from the QuotaReserved event's, so a redelivery that races past that
 // check is deduplicated by JetStream. Placed is advice, not a state
-// transition: it changes no quota and is published without the workload
-// subject's sequence fence. Nodes are read from the inventory at the time
+// transition: it changes no quota, and it goes on a subject of its own
+// (events.PlacedSubject), so that it never moves the sequence that the
+// workload's writers fence on. Nodes are read from the inventory at the time
 // of placement; whoever runs the pods keeps requested current.
 package scorer
 
@@ -260,7 +261,7 @@ func (s *Service) place(ctx context.Context, seq uint64, ev events.Event) error 
 		return nil
 	}
 	out := events.Event{ID: PlacedID(ev.ID), Type: events.Placed, Source: "jetqueue/scorer", Time: s.cfg.Now(),
-		Subject: events.WorkloadSubject(d.Namespace, d.Name), Data: placed}
+		Subject: events.PlacedSubject(d.Namespace, d.Name), Data: placed}
 	if _, _, err := bus.Publish(ctx, s.js, out, nil); err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func (h *harness) placed() map[string][]events.Event {
 			h.t.Fatal(err)
 		}
 		if d, ok := ev.Data.(*events.PlacedData); ok {
-			if m.Subject != events.WorkloadSubject(d.Namespace, d.Name) {
+			if m.Subject != events.PlacedSubject(d.Namespace, d.Name) {
 				h.t.Errorf("Placed for %s/%s on subject %s", d.Namespace, d.Name, m.Subject)
 			}
 			out[d.Name] = append(out[d.Name], ev)

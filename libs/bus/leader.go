@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Leadership is one instance's claim on a shard's lease: a standby keeps
+// trying to acquire it, and the holder renews it in the background every
+// third of the TTL, so that a long piece of work cannot let it lapse. A
+// renewal that fails marks it lost.
+type Leadership struct {
+	kv     jetstream.KeyValue
+	key    string
+	holder string
+	ttl    time.Duration
+	lease  *Lease
+	lost   atomic.Bool
+	stop   context.CancelFunc
+}
+
+// NewLeadership prepares a claim on the lease key for holder.
+func NewLeadership(kv jetstream.KeyValue, key, holder string, ttl time.Duration) *Leadership {
+	return &Leadership{kv: kv, key: key, holder: holder, ttl: ttl}
+}
+
+// Lead reports whether this instance holds the lease, acquiring it when
+// free. It returns ErrLeaseLost once a held lease was lost; the caller
+// must then drop whatever it did as the leader and call Lead again.
+func (l *Leadership) Lead(ctx context.Context) (bool, error) {
+	if l.lease != nil {
+		if l.lost.Load() {
+			l.stop()
+			l.lease = nil
+			return false, ErrLeaseLost
+		}
+		return true, nil
+	}
+	lease, err := Acquire(ctx, l.kv, l.key, l.holder)
+	if errors.Is(err, ErrLeaseHeld) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l.lease = lease
+	l.lost.Store(false)
+	rctx, cancel := context.WithCancel(ctx)
+	l.stop = cancel
+	go l.keep(rctx, lease)
+	return true, nil
+}
+
+// Check is the fence before publishing as the leader. A failed check
+// loses the lease: the next Lead starts over as a standby.
+func (l *Leadership) Check(ctx context.Context) error {
+	if l.lease == nil {
+		return ErrLeaseLost
+	}
+	err := l.lease.Check(ctx)
+	if err != nil {
+		l.lost.Store(true)
+	}
+	return err
+}
+
+// Release gives the lease up, so that a standby takes over at once.
+func (l *Leadership) Release() {
+	if l.lease == nil {
+		return
+	}
+	l.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.lease.Release(ctx)
+	l.lease = nil
+}
+
+func (l *Leadership) keep(ctx context.Context, lease *Lease) {
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := lease.Renew(ctx); err != nil {
+				if ctx.Err() == nil {
+					l.lost.Store(true)
+				}
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,81 @@
+// Package replay folds events from the log into an engine. The admission
+// and podsready services rebuild their state this way; decisions read back
+// are applied as facts and never decided again.
+package replay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
+)
+
+// Apply folds one event into the engine. An error is an event the engine
+// refuses (about an unknown workload, say): the caller logs and skips it,
+// since the log is the truth and is never rewritten.
+func Apply(eng *engine.Engine, ev events.Event) error {
+	now := ev.Time
+	switch d := ev.Data.(type) {
+	case *events.ConfigAppliedData:
+		objs, err := api.Decode(d.Object)
+		if err != nil || len(objs) != 1 {
+			return fmt.Errorf("config object: %v", err)
+		}
+		_, err = eng.Apply(objs[0], now)
+		return err
+	case *events.ConfigRef:
+		return eng.DeleteConfig(d.Kind, d.Namespace, d.Name, now)
+	case *events.WorkloadSubmittedData:
+		objs, err := api.Decode(d.Workload)
+		if err != nil || len(objs) != 1 {
+			return fmt.Errorf("workload: %v", err)
+		}
+		wl, ok := objs[0].(*api.Workload)
+		if !ok {
+			return fmt.Errorf("workload payload is a %T", objs[0])
+		}
+		_, err = eng.Submit(wl, d.CreatedAt)
+		return err
+	case *events.PriorityChangedData:
+		return eng.SetPriority(Key(d.WorkloadRef), d.Priority, now)
+	case *events.WorkloadFinishedData:
+		return eng.Finish(Key(d.WorkloadRef), now)
+	case *events.QuotaReservedData:
+		eng.ApplyAdmission(Key(d.WorkloadRef), d.Admission, now)
+	case *events.InadmissibleData:
+		eng.NoteReason(Key(d.WorkloadRef), d.Reason)
+	case *events.EvictedData:
+		applyEviction(eng, d, now)
+	case *events.RequeuedData:
+		eng.ApplyRequeue(Key(d.WorkloadRef), now)
+	case *events.WorkloadRef:
+		switch ev.Type {
+		case events.WorkloadDeleted:
+			return eng.Delete(Key(*d), now)
+		case events.PodsReady:
+			return eng.PodsReady(Key(*d))
+		}
+	}
+	return nil
+}
+
+func applyEviction(eng *engine.Engine, d *events.EvictedData, now time.Time) {
+	k := Key(d.WorkloadRef)
+	switch d.Reason {
+	case engine.EvictedByPodsReadyTimeout:
+		var at time.Time
+		if d.RequeueAt != nil {
+			at = *d.RequeueAt
+		}
+		eng.ApplyTimeout(k, d.RequeueCount, at, now)
+	case engine.EvictedByDeactivation:
+		eng.ApplyDeactivation(k, now)
+	default:
+		eng.ApplyEviction(k, engine.Eviction{Reason: d.Reason, Kind: d.Kind, PreemptorCQ: d.PreemptorCQ}, now)
+	}
+}
+
+// Key is a workload's engine key.
+func Key(r events.WorkloadRef) string { return api.NamespacedName(r.Namespace, r.Name) }
