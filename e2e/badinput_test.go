@@ -162,8 +162,8 @@ func TestResubmissionIsIdempotentAndConflictsAreRefused(t *testing.T) {
 // beyond the allowed lag get 503 with Retry-After.
 func TestBackpressureWhenAdmissionLags(t *testing.T) {
 	s := start(t)
-	s.stop[1]() // ingest with the default lag
-	s.stop[0]() // admission
+	s.stopIngest() // the one with the default lag
+	s.stopAdmission()
 	addr := make(chan string, 1)
 	s.run("ingest-strict", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", MaxLag: 3,

@@ -81,7 +81,7 @@ func TestNATSRequestReplyAnswersLikeHTTP(t *testing.T) {
 func TestDurableSubmitIsNeverLost(t *testing.T) {
 	s := start(t)
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
-	s.stop[1]() // ingest
+	s.stopIngest()
 	nc := s.natsConn()
 	js, _ := jetstream.New(nc)
 	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("bad-1"))

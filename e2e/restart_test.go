@@ -88,7 +88,7 @@ func TestAdmissionRestartMidStream(t *testing.T) {
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
 	for i := range 80 {
 		if i == 30 {
-			s.stop[0]() // the first admission instance
+			s.stopAdmission()
 		}
 		if i == 50 {
 			s.startAdmission("b")

@@ -18,9 +18,12 @@ import (
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+	"github.com/jetqueue/jetqueue/services/podsready/podsready"
+	"github.com/jetqueue/jetqueue/services/preemptor/preemptor"
 )
 
-// system is one running jetqueue: NATS, a database, ingest and admission.
+// system is one running jetqueue: NATS, a database, ingest and the
+// deciders (admission, preemptor, podsready).
 type system struct {
 	t      testing.TB
 	base   string
@@ -28,6 +31,8 @@ type system struct {
 	db     string
 	stop   []func()
 	manual bool
+	// stopAdmission and stopIngest stop the first instances started.
+	stopAdmission, stopIngest func()
 }
 
 var clock0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -40,8 +45,10 @@ func startWith(t testing.TB, manualClock bool) *system {
 	srv := testenv.NATS(t)
 	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock}
 	t.Cleanup(s.close)
-	s.startAdmission("a")
-	s.startIngest()
+	s.stopAdmission = s.startAdmission("a")
+	s.startPreemptor("a")
+	s.startPodsReady("a")
+	s.stopIngest = s.startIngest()
 	return s
 }
 
@@ -73,6 +80,20 @@ func (s *system) startIngest() func() {
 func (s *system) startAdmission(instance string) func() {
 	return s.run("admission-"+instance, func(ctx context.Context, rt *service.Runtime) error {
 		return admission.Run(ctx, rt, admission.Config{NATSURL: s.nats, Shard: "admission-0", Instance: instance,
+			LeaseTTL: 2 * time.Second, ManualClock: s.manual})
+	})
+}
+
+func (s *system) startPreemptor(instance string) func() {
+	return s.run("preemptor-"+instance, func(ctx context.Context, rt *service.Runtime) error {
+		return preemptor.Run(ctx, rt, preemptor.Config{NATSURL: s.nats, Shard: "preemptor-0", Instance: instance,
+			LeaseTTL: 2 * time.Second})
+	})
+}
+
+func (s *system) startPodsReady(instance string) func() {
+	return s.run("podsready-"+instance, func(ctx context.Context, rt *service.Runtime) error {
+		return podsready.Run(ctx, rt, podsready.Config{NATSURL: s.nats, Shard: "podsready-0", Instance: instance,
 			LeaseTTL: 2 * time.Second, ManualClock: s.manual})
 	})
 }

@@ -257,9 +257,10 @@ func (b *batch) fold(r Record) error {
 		b.release(w)
 		w.Status, w.Evictions = StatusPending, w.Evictions+1
 		w.Reason, w.Message, w.ReasonDetail = d.Reason, "", nil
+		w.RequeueAt = d.RequeueAt
 	case *events.RequeuedData:
-		until := d.Until
-		w.RequeueAt = &until
+		// The backoff is over: the workload is back in its queue.
+		w.RequeueAt = nil
 	case *events.WorkloadFinishedData:
 		b.release(w)
 		w.Status = StatusFinished

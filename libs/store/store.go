@@ -8,6 +8,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,8 +49,16 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	// Retry the advisory lock every second (goose waits 5s between tries).
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	// The advisory lock is per schema (tests isolate themselves in
+	// schemas of one database), and retried every second (goose waits 5s
+	// between tries).
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return fmt.Errorf("projection schema: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("jetqueue migrations " + schema))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return err
 	}

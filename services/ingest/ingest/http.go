@@ -643,7 +643,9 @@ func (s *Server) rebuildProjection(r *http.Request) (int, any, error) {
 }
 
 // advanceClock moves the shared manual clock; refused unless the service
-// runs with --manual-clock.
+// runs with --manual-clock. Like the simulator's advance, it stops at
+// every timer due on the way (the podsready service reports its next), and
+// waits there until every service has acted at that instant.
 func (s *Server) advanceClock(r *http.Request) (int, any, error) {
 	if s.clock == nil {
 		return 0, nil, fail(http.StatusNotFound, "", "", "the manual clock is off (start with --manual-clock)")
@@ -662,14 +664,40 @@ func (s *Server) advanceClock(r *http.Request) (int, any, error) {
 	if perr != nil || d < 0 {
 		return 0, nil, fail(http.StatusBadRequest, "", "duration", "want {\"duration\": \"6m\"}, a non-negative Go duration")
 	}
-	now, err := s.clock.Advance(r.Context(), d)
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	target := s.clock.Now().Add(d)
+	for {
+		if err := s.processed(ctx); err != nil {
+			return 0, nil, err
+		}
+		marks, err := bus.ReadMarks(ctx, s.js)
+		if err != nil {
+			return 0, nil, err
+		}
+		next := marks[timerService].Next
+		now := s.clock.Now()
+		if next == nil || next.After(target) || !next.After(now) {
+			break
+		}
+		if _, err := s.clock.Advance(ctx, next.Sub(now)); err != nil {
+			return 0, nil, err
+		}
+	}
+	now, err := s.clock.Advance(ctx, target.Sub(s.clock.Now()))
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"now": now}, nil
 }
 
-// sync returns once admission and the projection have processed every
+// deciders are the services whose reactions to an event are themselves
+// events; timerService is the one that also acts on the clock.
+var deciders = []string{"admission", "preemptor", timerService}
+
+const timerService = "podsready"
+
+// sync returns once every decider and the projection have processed every
 // event published so far (and what they published in turn).
 func (s *Server) sync(r *http.Request) (int, any, error) {
 	timeout := 10 * time.Second
@@ -682,22 +710,60 @@ func (s *Server) sync(r *http.Request) (int, any, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	if err := s.processed(ctx); err != nil {
+		return 0, nil, err
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"seq": info.State.LastSeq}, nil
+}
+
+// processed waits until every decider that has ever reported (a service
+// not deployed is not waited for) and the projection have processed the
+// whole stream, and on the manual clock until the timer service has acted
+// at the current time.
+func (s *Server) processed(ctx context.Context) error {
 	for {
-		// Progress first, then the stream's end: a consumer reports its
-		// progress only after publishing what it decided on the way, so
-		// the end read afterwards includes those decisions.
-		adm, err1 := bus.ReadProgress(ctx, s.js, "admission")
-		proj, err2 := s.store.LastSeq(ctx)
-		info, err3 := s.stream.Info(ctx)
-		if err1 == nil && err2 == nil && err3 == nil && adm >= info.State.LastSeq && proj >= info.State.LastSeq {
-			return http.StatusOK, map[string]any{"seq": info.State.LastSeq}, nil
+		if s.caughtUp(ctx) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
+			return fail(http.StatusGatewayTimeout, "", "", "not every event was processed in time")
 		case <-time.After(20 * time.Millisecond):
-			continue
 		}
-		break
 	}
-	return 0, nil, fail(http.StatusGatewayTimeout, "", "", "not every event was processed within "+timeout.String())
+}
+
+func (s *Server) caughtUp(ctx context.Context) bool {
+	// Progress first, then the stream's end: a consumer reports its
+	// progress only after publishing what it decided on the way, so the
+	// end read afterwards includes those decisions.
+	marks, err := bus.ReadMarks(ctx, s.js)
+	if err != nil {
+		return false
+	}
+	proj, err := s.store.LastSeq(ctx)
+	if err != nil {
+		return false
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false
+	}
+	end := info.State.LastSeq
+	if proj < end || marks["admission"].Seq < end {
+		return false
+	}
+	for _, name := range deciders {
+		if m, ok := marks[name]; ok && m.Seq < end {
+			return false
+		}
+	}
+	if m, ok := marks[timerService]; ok && s.clock != nil && (m.Clock == nil || m.Clock.Before(s.clock.Now())) {
+		return false
+	}
+	return true
 }
