@@ -59,16 +59,16 @@ type Config struct {
 
 // Service is one admission instance.
 type Service struct {
-	cfg    Config
-	log    *zap.Logger
-	js     jetstream.JetStream
-	eng    *engine.Engine
+	cfg     Config
+	log     *zap.Logger
+	js      jetstream.JetStream
+	eng     *engine.Engine
 	leader  *bus.Leadership
 	leading bool
-	last   uint64
-	onSubj map[string]uint64
-	mine   map[string]bool
-	batch  int
+	last    uint64
+	onSubj  map[string]uint64
+	mine    map[string]bool
+	batch   int
 	// open counts the workloads still to come of each batch submission,
 	// with when the batch was first seen: decisions wait for whole batches.
 	open map[string]*openBatch
