@@ -37,8 +37,12 @@ func TestConformanceEndToEnd(t *testing.T) {
 	}
 }
 
-func play(t *testing.T, sc *sim.Scenario) {
-	s := startWith(t, true)
+func play(t *testing.T, sc *sim.Scenario) { playWith(t, startWith(t, true), sc, nil) }
+
+// playWith plays a scenario on a running system; between sends the step
+// and waits for its consequences, so a test can interrupt a service while
+// it works.
+func playWith(t *testing.T, s *system, sc *sim.Scenario, between func(step int)) {
 	var docs [][]byte
 	if sc.Configuration != nil {
 		docs = append(docs, marshal(t, sc.Configuration))
@@ -115,6 +119,9 @@ func play(t *testing.T, sc *sim.Scenario) {
 			for _, m := range sim.Check(i, st.Expect, cp) {
 				t.Error(m)
 			}
+		}
+		if between != nil {
+			between(i)
 		}
 		// The simulator runs to quiescence after every step.
 		s.sync()

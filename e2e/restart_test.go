@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,8 +47,19 @@ func cpuWorkload(name string) []byte {
  "spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`, name)
 }
 
-// decisionsPerWorkload counts QuotaReserved events per workload in the log.
+// decisionsPerWorkload counts QuotaReserved events per workload name.
 func (s *system) decisionsPerWorkload() map[string]int {
+	s.t.Helper()
+	out := map[string]int{}
+	for k, n := range s.eventsPerWorkload(events.QuotaReserved) {
+		out[k[strings.Index(k, "/")+1:]] += n
+	}
+	return out
+}
+
+// eventsPerWorkload counts the log's events of one type per workload
+// (namespace/name).
+func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 	s.t.Helper()
 	nc, err := bus.Connect(s.nats, "probe")
 	if err != nil {
@@ -70,14 +82,36 @@ func (s *system) decisionsPerWorkload() map[string]int {
 		n := 0
 		for m := range msgs.Messages() {
 			n++
-			if ev, err := bus.Decode(m); err == nil && ev.Type == events.QuotaReserved {
-				out[ev.Data.(*events.QuotaReservedData).Name]++
+			if events.Type(m.Headers().Get(events.HeaderType)) != typ {
+				continue
+			}
+			if ev, err := bus.Decode(m); err == nil {
+				if ref, ok := workloadOf(ev); ok {
+					out[ref.Namespace+"/"+ref.Name]++
+				}
 			}
 		}
 		if n == 0 {
 			return out
 		}
 	}
+}
+
+// workloadOf is the workload an event is about.
+func workloadOf(ev events.Event) (events.WorkloadRef, bool) {
+	switch d := ev.Data.(type) {
+	case *events.QuotaReservedData:
+		return d.WorkloadRef, true
+	case *events.EvictedData:
+		return d.WorkloadRef, true
+	case *events.RequeuedData:
+		return d.WorkloadRef, true
+	case *events.PreemptionRequestedData:
+		return d.WorkloadRef, true
+	case *events.WorkloadRef:
+		return *d, true
+	}
+	return events.WorkloadRef{}, false
 }
 
 // TestAdmissionRestartMidStream kills admission while submissions flow,

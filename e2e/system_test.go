@@ -31,8 +31,8 @@ type system struct {
 	db     string
 	stop   []func()
 	manual bool
-	// stopAdmission and stopIngest stop the first instances started.
-	stopAdmission, stopIngest func()
+	// These stop the first instances started.
+	stopAdmission, stopPreemptor, stopPodsReady, stopIngest func()
 }
 
 var clock0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -46,8 +46,8 @@ func startWith(t testing.TB, manualClock bool) *system {
 	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock}
 	t.Cleanup(s.close)
 	s.stopAdmission = s.startAdmission("a")
-	s.startPreemptor("a")
-	s.startPodsReady("a")
+	s.stopPreemptor = s.startPreemptor("a")
+	s.stopPodsReady = s.startPodsReady("a")
 	s.stopIngest = s.startIngest()
 	return s
 }
@@ -197,6 +197,7 @@ type view struct {
 	Assignment map[string]map[string]string `json:"assignment"`
 	PodCounts  map[string]int32             `json:"podCounts"`
 	Reason     string                       `json:"reason"`
+	Evictions  int                          `json:"evictions"`
 }
 
 // workloads lists every workload through the paginated query API.

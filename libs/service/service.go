@@ -138,6 +138,10 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 	select {
 	case err := <-done:
 		rt.Log.Info("stopped")
+		if errors.Is(err, context.Canceled) {
+			// Stopped while starting up: the stop, not a failure.
+			return nil
+		}
 		return err
 	case <-time.After(timeout):
 		return fmt.Errorf("%s did not drain within %s", name, timeout)

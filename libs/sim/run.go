@@ -33,6 +33,8 @@ type Result struct {
 	// Warnings are steps that were ignored, such as podsReady for a
 	// workload that holds no quota.
 	Warnings []string
+	// Evictions counts how often each workload lost its quota in the run.
+	Evictions map[string]int
 }
 
 // sim is one run's state.
@@ -93,6 +95,12 @@ func Run(sc *Scenario) (*Result, error) {
 		}
 	}
 	res.Checkpoints = append(res.Checkpoints, s.checkpoint(len(sc.Steps)))
+	res.Evictions = map[string]int{}
+	for k, w := range s.eng.Workloads() {
+		if w.Evictions > 0 {
+			res.Evictions[k] = w.Evictions
+		}
+	}
 	res.Warnings = s.warnings
 	return res, nil
 }

@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/sim"
+)
+
+// preemptionScenario fills a queue of 8 cpu with 8 low-priority workloads,
+// then submits 8 high-priority ones that each need one of them preempted.
+func preemptionScenario(t *testing.T) *sim.Scenario {
+	t.Helper()
+	wl := func(name string, prio int) string {
+		return fmt.Sprintf(`
+  - apiVersion: kueue.x-k8s.io/v1beta1
+    kind: Workload
+    metadata: {name: %s, namespace: ns}
+    spec:
+      queueName: lq
+      priority: %d
+      podSets:
+      - name: main
+        count: 1
+        template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}`, name, prio)
+	}
+	var low, high strings.Builder
+	for i := range 8 {
+		low.WriteString(wl(fmt.Sprintf("low-%d", i), 0))
+		high.WriteString(wl(fmt.Sprintf("high-%d", i), 10))
+	}
+	sc, err := sim.Parse([]byte(`
+name: preemptor-restart
+objects:
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ResourceFlavor
+  metadata: {name: rf}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {name: cq}
+  spec:
+    namespaceSelector: {}
+    preemption: {withinClusterQueue: LowerPriority}
+    resourceGroups:
+    - coveredResources: [cpu]
+      flavors:
+      - name: rf
+        resources: [{name: cpu, nominalQuota: "8"}]
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: LocalQueue
+  metadata: {name: lq, namespace: ns}
+  spec: {clusterQueue: cq}
+steps:
+- submit:` + low.String() + `
+- submit:` + high.String() + `
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestPreemptorRestartMidWork stops the preemptor while preemptions are
+// requested, starts another that is stopped after a few evictions, then a
+// third: every victim is evicted exactly once, and the end state equals
+// the simulator's uninterrupted run.
+func TestPreemptorRestartMidWork(t *testing.T) {
+	sc := preemptionScenario(t)
+	want, err := sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t)
+	var docs [][]byte
+	for _, o := range sc.Objects {
+		docs = append(docs, marshal(t, o))
+	}
+	s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
+	submit := func(objs []api.Object) {
+		var docs [][]byte
+		for _, o := range objs {
+			docs = append(docs, marshal(t, o))
+		}
+		s.must(http.StatusAccepted, "POST", "/v1/workloads", list(docs...))
+	}
+	submit(sc.Steps[0].Submit)
+	s.sync()
+
+	s.stopPreemptor()
+	submit(sc.Steps[1].Submit)
+	s.waitFor("a preemption request", func() bool { return len(s.eventsPerWorkload(events.PreemptionRequested)) > 0 })
+	stopB := s.startPreemptor("b")
+	s.waitFor("three evictions", func() bool { return total(s.eventsPerWorkload(events.Evicted)) >= 3 })
+	stopB()
+	s.startPreemptor("c")
+	s.sync()
+
+	for i := range 8 {
+		if n := s.eventsPerWorkload(events.Evicted)[fmt.Sprintf("ns/low-%d", i)]; n != 1 {
+			t.Errorf("low-%d evicted %d times, want once", i, n)
+		}
+	}
+	final := want.Checkpoints[len(want.Checkpoints)-1]
+	got := checkpoint(len(sc.Steps), s.workloads())
+	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
+		t.Errorf("admitted %v pending %v; the simulator has admitted %v pending %v",
+			keys(got.Admitted), got.Pending, keys(final.Admitted), final.Pending)
+	}
+}
+
+// TestPodsReadyRestartKeepsEveryTimer restarts the podsready service
+// before and after every `advance` of the waitForPodsReady scenarios (the
+// replacement re-arms its timers from the log): every expectation still
+// holds, and each workload lost its quota as often as in the simulator,
+// so no timeout was lost or fired twice.
+func TestPodsReadyRestartKeepsEveryTimer(t *testing.T) {
+	for _, name := range []string{"403-backoff-doubles-on-each-timeout", "405-backoff-limit-count-deactivates-after-limit",
+		"418-evicted-quota-usable-by-others-during-backoff", "426-timers-fire-in-time-order-within-one-advance",
+		"428-requeue-count-survives-preemption"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile("../conformance/podsready/" + name + ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := sim.Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := sim.Run(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startWith(t, true)
+			stop, n := s.stopPodsReady, 0
+			restart := func() {
+				stop()
+				n++
+				stop = s.startPodsReady(fmt.Sprintf("r%d", n))
+			}
+			playWith(t, s, sc, func(i int) {
+				if sc.Steps[i].Advance != nil {
+					restart()
+				} else if i+1 < len(sc.Steps) && sc.Steps[i+1].Advance != nil {
+					restart()
+				}
+			})
+			got := map[string]int{}
+			for _, v := range s.workloads() {
+				if v.Evictions > 0 {
+					got[v.Namespace+"/"+v.Name] = v.Evictions
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want.Evictions) {
+				t.Errorf("evictions per workload %v, the simulator's %v", got, want.Evictions)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds (a service works asynchronously).
+func (s *system) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no %s within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
