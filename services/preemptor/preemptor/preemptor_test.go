@@ -1,0 +1,126 @@
+package preemptor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/testenv"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestEvictsOnlyVictimsUnchangedSinceChosen pins the fence: a request
+// naming a victim at its current sequence evicts it (once, even when the
+// request is delivered again); a victim that changed after it was chosen
+// is left alone.
+func TestEvictsOnlyVictimsUnchangedSinceChosen(t *testing.T) {
+	srv := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n := 0
+	publish := func(subject string, typ events.Type, data any) uint64 {
+		t.Helper()
+		n++
+		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
+			Subject: subject, Data: data}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	ref := func(name string) events.WorkloadRef { return events.WorkloadRef{Namespace: "ns", Name: name} }
+	subject := func(name string) string { return events.WorkloadSubject("ns", name) }
+	steady := publish(subject("steady"), events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("steady")})
+	moved := publish(subject("moved"), events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("moved")})
+	// "moved" becomes ready after admission chose it.
+	publish(subject("moved"), events.PodsReady, &events.WorkloadRef{Namespace: "ns", Name: "moved"})
+	req := &events.PreemptionRequestedData{WorkloadRef: ref("high"), ClusterQueue: "cq", Victims: []events.Victim{
+		{WorkloadRef: ref("steady"), ClusterQueue: "cq", Seq: steady},
+		{WorkloadRef: ref("moved"), ClusterQueue: "cq", Seq: moved},
+	}}
+	publish(subject("high"), events.PreemptionRequested, req)
+
+	stop := run(t, srv.ClientURL(), "a")
+	waitProgress(t, ctx, conn.JS, 4)
+	stop()
+	// Delivered again: a new instance sees the request as if unacknowledged.
+	if err := conn.JS.DeleteConsumer(ctx, events.Stream, Durable); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := conn.JS.KeyValue(ctx, bus.ProgressBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "preemptor"); err != nil {
+		t.Fatal(err)
+	}
+	stop = run(t, srv.ClientURL(), "b")
+	waitProgress(t, ctx, conn.JS, 5)
+	stop()
+
+	evicted := map[string]int{}
+	for seq := uint64(1); ; seq++ {
+		m, err := conn.Stream.GetMsg(ctx, seq)
+		if err != nil {
+			break
+		}
+		ev, err := events.Parse(m.Header.Get, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.Data.(*events.EvictedData); ok {
+			evicted[d.Name]++
+			if d.Reason != "Preempted" || d.Preemptor == nil || d.Preemptor.Name != "high" || !ev.Time.Equal(t0) {
+				t.Errorf("eviction %+v at %v, want reason Preempted by high at the request's time", d, ev.Time)
+			}
+		}
+	}
+	if evicted["steady"] != 1 || evicted["moved"] != 0 {
+		t.Errorf("evictions %v, want steady once and moved never", evicted)
+	}
+}
+
+func run(t *testing.T, url, instance string) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- service.RunContext(ctx, "preemptor", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
+			func(ctx context.Context, rt *service.Runtime) error {
+				return Run(ctx, rt, Config{NATSURL: url, Shard: "preemptor-0", Instance: instance, LeaseTTL: time.Second})
+			})
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", instance, err)
+		}
+	}
+}
+
+// waitProgress waits until the preemptor reports having handled seq.
+func waitProgress(t *testing.T, ctx context.Context, js jetstream.JetStream, seq uint64) {
+	t.Helper()
+	for {
+		if got, _ := bus.ReadProgress(ctx, js, "preemptor"); got >= seq {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the preemptor did not reach sequence %d", seq)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
