@@ -108,6 +108,9 @@ func TestPreemptorRestartMidWork(t *testing.T) {
 			t.Errorf("low-%d evicted %d times, want once", i, n)
 		}
 	}
+	if peak := s.peakAdmitted(); peak > 8 {
+		t.Errorf("the log shows %d workloads holding quota at once; 8 fit: an admission was published before its victim's eviction", peak)
+	}
 	final := want.Checkpoints[len(want.Checkpoints)-1]
 	got := checkpoint(len(sc.Steps), s.workloads())
 	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
@@ -164,6 +167,27 @@ func TestPodsReadyRestartKeepsEveryTimer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peakAdmitted replays the log in order and returns the largest number of
+// workloads holding quota at any point.
+func (s *system) peakAdmitted() int {
+	s.t.Helper()
+	holding, peak := map[string]bool{}, 0
+	s.scan(func(ev events.Event) {
+		ref, ok := workloadOf(ev)
+		if !ok {
+			return
+		}
+		switch ev.Type {
+		case events.QuotaReserved:
+			holding[ref.Name] = true
+		case events.Evicted, events.WorkloadFinished, events.WorkloadDeleted:
+			delete(holding, ref.Name)
+		}
+		peak = max(peak, len(holding))
+	})
+	return peak
 }
 
 // waitFor polls cond until it holds (a service works asynchronously).

@@ -61,6 +61,18 @@ func (s *system) decisionsPerWorkload() map[string]int {
 // (namespace/name).
 func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 	s.t.Helper()
+	out := map[string]int{}
+	s.scan(func(ev events.Event) {
+		if ref, ok := workloadOf(ev); ok && ev.Type == typ {
+			out[ref.Namespace+"/"+ref.Name]++
+		}
+	})
+	return out
+}
+
+// scan calls f with every event of the log, in order.
+func (s *system) scan(f func(events.Event)) {
+	s.t.Helper()
 	nc, err := bus.Connect(s.nats, "probe")
 	if err != nil {
 		s.t.Fatal(err)
@@ -73,7 +85,6 @@ func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	out := map[string]int{}
 	for {
 		msgs, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
 		if err != nil {
@@ -82,17 +93,12 @@ func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 		n := 0
 		for m := range msgs.Messages() {
 			n++
-			if events.Type(m.Headers().Get(events.HeaderType)) != typ {
-				continue
-			}
 			if ev, err := bus.Decode(m); err == nil {
-				if ref, ok := workloadOf(ev); ok {
-					out[ref.Namespace+"/"+ref.Name]++
-				}
+				f(ev)
 			}
 		}
 		if n == 0 {
-			return out
+			return
 		}
 	}
 }
