@@ -1,6 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
-# Modules with code; the other services join as their issues land.
-MODULES := libs cmd/jqctl services/admission services/ingest services/scorer e2e
+# Every module of the workspace.
+MODULES := libs cmd/jqctl services/admission services/ingest services/preemptor services/podsready services/scorer e2e
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
@@ -12,6 +12,8 @@ build:
 	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
 	$(GO) build -o $(BIN)/admission ./services/admission
 	$(GO) build -o $(BIN)/ingest ./services/ingest
+	$(GO) build -o $(BIN)/preemptor ./services/preemptor
+	$(GO) build -o $(BIN)/podsready ./services/podsready
 	$(GO) build -o $(BIN)/scorer ./services/scorer
 	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
 
@@ -22,7 +24,7 @@ test: lint unit e2e fuzz
 unit:
 	@for m in $(filter-out e2e,$(MODULES)); do echo "== go test $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 
-## e2e: every in-scope scenario through real NATS, PostgreSQL, ingest and admission.
+## e2e: every conformance scenario through real NATS, PostgreSQL and the five services.
 e2e:
 	cd e2e && $(GO) test -count=1 -parallel 6 -timeout 20m ./...
 

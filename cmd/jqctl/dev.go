@@ -21,6 +21,8 @@ import (
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+	"github.com/jetqueue/jetqueue/services/podsready/podsready"
+	"github.com/jetqueue/jetqueue/services/preemptor/preemptor"
 	"github.com/jetqueue/jetqueue/services/scorer/scorer"
 )
 
@@ -38,7 +40,7 @@ func newDev(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run jetqueue on this machine: embedded NATS, PostgreSQL, and the services in one process",
-		Long: `dev runs the services that exist (ingest, admission, scorer) in one process,
+		Long: `dev runs all five services (ingest, admission, preemptor, podsready, scorer) in one process,
 each through its real entry point, with an embedded JetStream server whose
 data lives under --data-dir, and PostgreSQL from DATABASE_URL or, when unset,
 a private cluster made with the local PostgreSQL binaries under --data-dir.
@@ -92,6 +94,12 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	nats := srv.ClientURL()
 	run("admission", func(ctx context.Context, rt *service.Runtime) error {
 		return admission.Run(ctx, rt, admission.Config{NATSURL: nats, Shard: "admission-0", Instance: "dev", LeaseTTL: 5 * time.Second, ManualClock: o.manualClock})
+	})
+	run("preemptor", func(ctx context.Context, rt *service.Runtime) error {
+		return preemptor.Run(ctx, rt, preemptor.Config{NATSURL: nats, Shard: "preemptor-0", Instance: "dev", LeaseTTL: 5 * time.Second})
+	})
+	run("podsready", func(ctx context.Context, rt *service.Runtime) error {
+		return podsready.Run(ctx, rt, podsready.Config{NATSURL: nats, Shard: "podsready-0", Instance: "dev", LeaseTTL: 5 * time.Second, ManualClock: o.manualClock})
 	})
 	run("scorer", func(ctx context.Context, rt *service.Runtime) error {
 		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, Instance: "dev", Inventory: scorer.InventoryKV})
