@@ -111,6 +111,11 @@ func TestPreemptorRestartMidWork(t *testing.T) {
 	if peak := s.peakAdmitted(); peak > 8 {
 		t.Errorf("the log shows %d workloads holding quota at once; 8 fit: an admission was published before its victim's eviction", peak)
 	}
+	for _, v := range s.workloads() {
+		if v.Status == "pending" && v.Reason != "WaitingForQuota" {
+			t.Errorf("%s is pending with reason %q, want WaitingForQuota (tried again after its eviction)", v.Name, v.Reason)
+		}
+	}
 	final := want.Checkpoints[len(want.Checkpoints)-1]
 	got := checkpoint(len(sc.Steps), s.workloads())
 	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {

@@ -225,7 +225,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 			continue
 		}
 		if s.awaiting[msg.Subject()] {
-			applied, err := s.victimMoved(msg.Subject(), ev)
+			applied, err := s.victimMoved(msg.Subject(), ev, s.last)
 			if err != nil {
 				return false, err
 			}
@@ -252,11 +252,14 @@ func (s *Service) apply(ev events.Event) error { return replay.Apply(s.eng, ev) 
 // the eviction moot and is applied as usual. Anything else means the
 // preemptor's fence refused the eviction, and the engine is ahead of the
 // log.
-func (s *Service) victimMoved(subject string, ev events.Event) (bool, error) {
+func (s *Service) victimMoved(subject string, ev events.Event, seq uint64) (bool, error) {
 	delete(s.awaiting, subject)
 	switch d := ev.Data.(type) {
 	case *events.EvictedData:
 		if d.Reason == engine.EvictedByPreemption {
+			// Part of the run that chose the victim: the run's later
+			// decisions about it come after this eviction.
+			s.chain[subject] = seq
 			return true, nil
 		}
 	case *events.WorkloadFinishedData:
