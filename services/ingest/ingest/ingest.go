@@ -79,6 +79,15 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
+	var kube kubernetes.Interface
+	if cfg.KubeBridge {
+		if kube = cfg.Kube; kube == nil {
+			var err error
+			if kube, err = bridge.Client(cfg.Kubeconfig); err != nil {
+				return err
+			}
+		}
+	}
 	conn, err := bus.Open(ctx, cfg.NATSURL, "ingest", cfg.Stream)
 	if err != nil {
 		return err
@@ -117,14 +126,6 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	var kube kubernetes.Interface
-	if cfg.KubeBridge {
-		if kube = cfg.Kube; kube == nil {
-			if kube, err = bridge.Client(cfg.Kubeconfig); err != nil {
-				return err
-			}
-		}
-	}
 	errc := make(chan error, 4)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
