@@ -132,9 +132,12 @@ type Bridge struct {
 	jobs  batchlisters.JobLister
 
 	mu sync.Mutex
-	// readySent remembers, per Job, the admission whose PodsReady was
-	// posted, until the event comes back through the log.
-	readySent map[string]uint64
+	// done remembers the workload actions posted (finish, podsready,
+	// delete) per Job and the workload or admission they were for, so
+	// that the Job's update events do not post them again before their
+	// events come back through the log; forgotten when the workload is
+	// deleted.
+	done map[action]string
 	// submitted remembers, per Job, the Idempotency-Key of a submission
 	// whose WorkloadSubmitted the follower has not read yet, so that the
 	// Job's own update events do not submit it again meanwhile.
@@ -152,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Log.Named("kube-bridge"), st: newState(), readySent: map[string]uint64{}, submitted: map[string]string{},
+	b := &Bridge{cfg: cfg, log: cfg.Log.Named("kube-bridge"), st: newState(), done: map[action]string{}, submitted: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jetqueue-kube-bridge"})}
@@ -276,9 +279,16 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 				continue
 			}
 			if key := b.st.apply(meta.Sequence.Stream, ev); key != "" {
-				if ev.Type == events.WorkloadSubmitted {
+				switch ev.Type {
+				case events.WorkloadSubmitted:
 					b.mu.Lock()
 					delete(b.submitted, key)
+					b.mu.Unlock()
+				case events.WorkloadDeleted:
+					b.mu.Lock()
+					for _, verb := range verbs {
+						delete(b.done, action{key, verb})
+					}
 					b.mu.Unlock()
 				}
 				b.queue.Add(key)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -37,8 +38,10 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 	w, known := b.st.get(key)
 	if job == nil {
 		if known && b.owned(ns, name, w) {
-			b.log.Info("Job gone; deleting its workload", zap.String("job", key))
-			return b.call(ctx, http.MethodDelete, workloadPath(ns, name, ""), nil, nil)
+			return b.once(key, "delete", w.submitID, func() error {
+				b.log.Info("Job gone; deleting its workload", zap.String("job", key))
+				return b.call(ctx, http.MethodDelete, workloadPath(ns, name, ""), nil, nil)
+			})
 		}
 		return nil
 	}
@@ -47,8 +50,10 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 		// of the same name (deleted while the bridge was down), or a
 		// workload someone submitted directly.
 		if b.owned(ns, name, w) {
-			b.log.Info("deleting the workload of an earlier Job of this name", zap.String("job", key))
-			return b.call(ctx, http.MethodDelete, workloadPath(ns, name, ""), nil, nil)
+			return b.once(key, "delete", w.submitID, func() error {
+				b.log.Info("deleting the workload of an earlier Job of this name", zap.String("job", key))
+				return b.call(ctx, http.MethodDelete, workloadPath(ns, name, ""), nil, nil)
+			})
 		}
 		b.log.Warn("a workload of this name exists that the bridge did not submit; the Job waits until it is deleted", zap.String("job", key))
 		_, err := b.stop(ctx, job)
@@ -57,7 +62,9 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 	if done, succeeded := finished(job); done {
 		if known && !w.finished {
 			body, _ := json.Marshal(map[string]bool{"succeeded": succeeded})
-			return b.call(ctx, http.MethodPost, workloadPath(ns, name, "finish"), nil, body)
+			return b.once(key, "finish", w.submitID, func() error {
+				return b.call(ctx, http.MethodPost, workloadPath(ns, name, "finish"), nil, body)
+			})
 		}
 		return nil
 	}
@@ -112,18 +119,35 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 	if suspended(job) || w.podsReady || !podsReady(job) {
 		return nil
 	}
+	return b.once(key, "podsready", strconv.FormatUint(w.admittedSeq, 10), func() error {
+		return b.call(ctx, http.MethodPost, workloadPath(ns, name, "podsready"), nil, nil)
+	})
+}
+
+// action is one workload action on one Job's workload.
+type action struct{ key, verb string }
+
+// verbs are the actions once remembers.
+var verbs = []string{"delete", "finish", "podsready"}
+
+// once posts an action unless it was posted for the same subject (a
+// workload's submission, an admission) already; a failed post is
+// forgotten, so that the retry posts it.
+func (b *Bridge) once(key, verb, subject string, post func() error) error {
+	a := action{key, verb}
 	b.mu.Lock()
-	sent := b.readySent[key] == w.admittedSeq
-	b.mu.Unlock()
-	if sent {
+	if b.done[a] == subject {
+		b.mu.Unlock()
 		return nil
 	}
-	if err := b.call(ctx, http.MethodPost, workloadPath(ns, name, "podsready"), nil, nil); err != nil {
+	b.done[a] = subject
+	b.mu.Unlock()
+	if err := post(); err != nil {
+		b.mu.Lock()
+		delete(b.done, a)
+		b.mu.Unlock()
 		return err
 	}
-	b.mu.Lock()
-	b.readySent[key] = w.admittedSeq
-	b.mu.Unlock()
 	return nil
 }
 
