@@ -12,6 +12,8 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.Int64Var(&c.MaxBody, "max-body", 1<<20, "largest request body accepted, in bytes")
 	fs.Uint64Var(&c.MaxLag, "max-admission-lag", 50000, "events admission may lag before submissions get 503 (0: never)")
 	fs.BoolVar(&c.ManualClock, "manual-clock", false, "dev/test only: read the shared manual clock and serve POST /v1/debug/clock/advance")
+	fs.BoolVar(&c.KubeBridge, "kube-bridge", false, "admit Kubernetes batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (see docs/kubernetes.md)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of --kube-bridge (empty: the in-cluster service account)")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
 	fs.DurationVar(&c.Stream.MaxAge, "stream-max-age", 0, "JQ_EVENTS retention (0: keep forever)")
 }

@@ -21,11 +21,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/store"
+	"github.com/jetqueue/jetqueue/services/ingest/bridge"
 )
 
 // Config is the service's configuration.
@@ -45,6 +47,13 @@ type Config struct {
 	// ManualClock makes the service read the shared manual clock and
 	// serve POST /v1/debug/clock/advance (dev and test only).
 	ManualClock bool
+	// KubeBridge runs the Kubernetes bridge (package bridge): labelled
+	// batch/v1 Jobs are submitted, started on admission and stopped on
+	// eviction. Kube is its client; nil means one built from Kubeconfig
+	// (empty: the in-cluster service account).
+	KubeBridge bool
+	Kubeconfig string
+	Kube       kubernetes.Interface
 }
 
 // Server is one ingest instance.
@@ -69,6 +78,15 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
+	}
+	var kube kubernetes.Interface
+	if cfg.KubeBridge {
+		if kube = cfg.Kube; kube == nil {
+			var err error
+			if kube, err = bridge.Client(cfg.Kubeconfig); err != nil {
+				return err
+			}
+		}
 	}
 	conn, err := bus.Open(ctx, cfg.NATSURL, "ingest", cfg.Stream)
 	if err != nil {
@@ -108,7 +126,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -129,6 +147,15 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			errc <- err
 		}
 	}()
+	if kube != nil {
+		wg.Go(func() {
+			err := bridge.Run(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log,
+				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }})
+			if err != nil {
+				errc <- err
+			}
+		})
+	}
 	if cfg.Listening != nil {
 		cfg.Listening(lis.Addr().String())
 	}

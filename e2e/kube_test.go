@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/testenv"
+	"github.com/jetqueue/jetqueue/services/ingest/bridge"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+)
+
+const kubeWorld = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeLabels: {instance-type: spot}
+  tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: spot
+      resources: [{name: cpu, nominalQuota: "4"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: user-queue, namespace: team-a}
+spec: {clusterQueue: cq}
+`
+
+// TestKubeBridgeAdmitsJobs runs ingest with the Kubernetes bridge on a fake
+// API server next to the real admission service: a labelled Job is
+// suspended, submitted, admitted, started with its flavor's nodeSelector
+// and toleration, and its workload finishes when the Job completes.
+func TestKubeBridgeAdmitsJobs(t *testing.T) {
+	srv := testenv.NATS(t)
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t)}
+	t.Cleanup(s.close)
+	s.startAdmission("a")
+	kube := fake.NewClientset()
+	addr := make(chan string, 1)
+	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+			KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
+	})
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-time.After(time.Minute):
+		t.Fatal("ingest did not start")
+	}
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(kubeWorld))
+
+	ctx := t.Context()
+	jobs := kube.BatchV1().Jobs("team-a")
+	two := int32(2)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: "6f1c1c4e-0000-4000-8000-000000000001",
+			Labels: map[string]string{"kueue.x-k8s.io/queue-name": "user-queue"}},
+		Spec: batchv1.JobSpec{Parallelism: &two, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}},
+	}
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	type started struct {
+		Suspended    bool
+		NodeSelector map[string]string
+		Tolerations  []corev1.Toleration
+		Admitted     bool
+	}
+	want := started{NodeSelector: map[string]string{"instance-type": "spot"}, Admitted: true,
+		Tolerations: []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
+	poll(t, "the Job is admitted and started on the spot flavor", func() error {
+		j, err := jobs.Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_, admitted := j.Annotations[bridge.AnnotationAdmission]
+		got := started{Suspended: j.Spec.Suspend != nil && *j.Spec.Suspend, NodeSelector: j.Spec.Template.Spec.NodeSelector,
+			Tolerations: j.Spec.Template.Spec.Tolerations, Admitted: admitted}
+		if d := cmp.Diff(want, got); d != "" {
+			return fmt.Errorf("(-want,+got):\n%s", d)
+		}
+		return nil
+	})
+	var v view
+	s.sync()
+	if s.call("GET", "/v1/workloads/team-a/train", nil, &v); v.Status != "admitted" || v.Assignment["main"]["cpu"] != "spot" {
+		t.Fatalf("workload: %+v", v)
+	}
+
+	j, err := jobs.Get(ctx, "train", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Status.Succeeded = 2
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	if _, err := jobs.UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the completed Job's workload is finished", func() error {
+		s.sync()
+		var v view
+		if s.call("GET", "/v1/workloads/team-a/train", nil, &v); v.Status != "finished" {
+			return fmt.Errorf("status %q", v.Status)
+		}
+		return nil
+	})
+}
+
+// poll checks until check passes or a deadline, failing with its last
+// error: the bridge converges asynchronously.
+func poll(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

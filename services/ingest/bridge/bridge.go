@@ -1,0 +1,318 @@
+// Package bridge admits Kubernetes batch/v1 Jobs through jetqueue, the way
+// Kueue's job integration does: Jobs labelled kueue.x-k8s.io/queue-name
+// are kept suspended until their workload is admitted, then run on the
+// admitted flavors.
+//
+//	Job informer (labelled Jobs) ──┐
+//	                               ├──▶ workqueue (namespace/name) ──▶ reconcile ──▶ Job patches
+//	JQ_EVENTS (ordered, from 1) ───┘       state: workloads, flavors        └──────▶ ingest API (submit, finish,
+//	                                                                                  podsready, delete)
+//
+// One reconcile of a Job is equivalent to: read the Job from the informer
+// and the workload from the folded event log, then make the Job agree
+// with the log and the log agree with the Job:
+//
+//   - a Job without workload is suspended and submitted (keyed by its uid);
+//   - a workload holding quota starts its Job: the admitted flavors'
+//     nodeLabels and tolerations are added to the pod template, the
+//     admission and the template as it was go in annotations, and the Job
+//     is unsuspended;
+//   - a workload that lost its quota (Evicted, Deactivated) stops its Job:
+//     suspended, template restored, annotations removed;
+//   - a started Job whose ready + succeeded pods reach its parallelism
+//     reports PodsReady, once per admission;
+//   - a completed or failed Job finishes its workload; a deleted Job
+//     deletes it.
+//
+// Reconciling only starts once the informer has synced and the follower
+// has caught up with the log, so a restarted bridge acts on the state the
+// log records, never on a partial replay. Every step is idempotent: the
+// Job's annotations say what was done to it, ingest answers a repeated
+// submission with the workload already there. Writes to a Job are strategic
+// merge patches of the fields the bridge owns (spec.suspend, parallelism,
+// the template's nodeSelector and tolerations, its two annotations), fenced
+// by the resourceVersion they were computed from and retried on conflict,
+// so a user's concurrent edit is kept, never overwritten.
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+)
+
+// API is how the bridge talks to jetqueue: one HTTP call of API.md. Ingest
+// serves it in-process with its own handler (see Handler).
+type API interface {
+	Do(ctx context.Context, method, path string, header http.Header, body []byte) (status int, answer []byte, err error)
+}
+
+// Handler serves API calls with an http.Handler, in-process.
+func Handler(h http.Handler) API { return handlerAPI{h} }
+
+type handlerAPI struct{ h http.Handler }
+
+func (a handlerAPI) Do(ctx context.Context, method, path string, header http.Header, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	a.h.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.Bytes(), nil
+}
+
+// Client builds a clientset from a kubeconfig file, or from the pod's
+// service account when path is empty.
+func Client(path string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "jetqueue-ingest-bridge"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Config is what the bridge runs on.
+type Config struct {
+	Kube kubernetes.Interface
+	API  API
+	// JS reads JQ_EVENTS.
+	JS  jetstream.JetStream
+	Log *zap.Logger
+	// SubmissionID returns the ce-id ingest gives the WorkloadSubmitted
+	// event of a submission with this Idempotency-Key in this namespace.
+	// The bridge tells its own workloads from others' by it: only its own
+	// are deleted when their Job is gone.
+	SubmissionID func(namespace, idempotencyKey string) string
+	// Workers reconcile Jobs concurrently (one Job at a time each);
+	// default 4.
+	Workers int
+	// Synced, when set, is called once the bridge starts reconciling.
+	Synced func()
+}
+
+// Bridge is one running bridge.
+type Bridge struct {
+	cfg   Config
+	log   *zap.Logger
+	st    *state
+	queue workqueue.TypedRateLimitingInterface[string]
+	jobs  batchlisters.JobLister
+
+	mu sync.Mutex
+	// done remembers the workload actions posted (finish, podsready,
+	// delete) per Job and the workload or admission they were for, so
+	// that the Job's update events do not post them again before their
+	// events come back through the log; forgotten when the workload is
+	// deleted.
+	done map[action]string
+	// submitted remembers, per Job, the Idempotency-Key of a submission
+	// whose WorkloadSubmitted the follower has not read yet, so that the
+	// Job's own update events do not submit it again meanwhile.
+	submitted map[string]string
+}
+
+// Run bridges until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Kube == nil || cfg.API == nil || cfg.JS == nil || cfg.SubmissionID == nil {
+		return errors.New("bridge: Kube, API, JS and SubmissionID are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Log.Named("kube-bridge"), st: newState(), done: map[action]string{}, submitted: map[string]string{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jetqueue-kube-bridge"})}
+	defer b.queue.ShutDown()
+
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = api.QueueNameLabel }))
+	defer factory.Shutdown()
+	inf := factory.Batch().V1().Jobs()
+	b.jobs = inf.Lister()
+	reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    b.enqueueJob,
+		UpdateFunc: func(_, obj any) { b.enqueueJob(obj) },
+		DeleteFunc: b.enqueueJob,
+	})
+	if err != nil {
+		return fmt.Errorf("job informer: %w", err)
+	}
+
+	fctx, stopFollower := context.WithCancel(ctx)
+	defer stopFollower()
+	caughtUp := make(chan struct{})
+	followed := make(chan error, 1)
+	go func() { followed <- b.follow(fctx, caughtUp) }()
+
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return nil
+	}
+	select {
+	case <-caughtUp:
+	case err := <-followed:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+	// Everything either side knows, once: Jobs whose workload is gone and
+	// workloads whose Job is gone included.
+	jobs, err := b.jobs.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		b.queue.Add(j.Namespace + "/" + j.Name)
+	}
+	for _, k := range b.st.keys() {
+		b.queue.Add(k)
+	}
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for b.next(ctx) {
+			}
+		})
+	}
+	b.log.Info("reconciling Jobs", zap.Int("jobs", len(jobs)))
+	if cfg.Synced != nil {
+		cfg.Synced()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-followed:
+	}
+	b.queue.ShutDown()
+	wg.Wait()
+	return err
+}
+
+func (b *Bridge) enqueueJob(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err == nil {
+		b.queue.Add(key)
+	}
+}
+
+// next reconciles one key; false once the queue shuts down.
+func (b *Bridge) next(ctx context.Context) bool {
+	key, quit := b.queue.Get()
+	if quit {
+		return false
+	}
+	defer b.queue.Done(key)
+	if err := b.reconcile(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("reconcile failed; retrying", zap.String("job", key), zap.Error(err))
+		}
+		b.queue.AddRateLimited(key)
+		return true
+	}
+	b.queue.Forget(key)
+	return true
+}
+
+// follow folds JQ_EVENTS from its first event, with an ordered consumer,
+// into the state, queueing the Job of each workload event. It closes
+// caughtUp once it has read what the stream held when it started.
+func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
+	cons, err := b.cfg.JS.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", events.Stream, err)
+	}
+	caught := false
+	for ctx.Err() == nil {
+		msgs, err := bus.Batch(ctx, cons, 256, 200*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("follow %s: %w", events.Stream, err)
+		}
+		var pending uint64
+		for _, m := range msgs {
+			meta, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			pending = meta.NumPending
+			ev, err := bus.Decode(m)
+			if err != nil {
+				b.log.Warn("skipping an event that does not decode", zap.Uint64("seq", meta.Sequence.Stream), zap.Error(err))
+				continue
+			}
+			if key := b.st.apply(meta.Sequence.Stream, ev); key != "" {
+				switch ev.Type {
+				case events.WorkloadSubmitted:
+					b.mu.Lock()
+					delete(b.submitted, key)
+					b.mu.Unlock()
+				case events.WorkloadDeleted:
+					b.mu.Lock()
+					for _, verb := range verbs {
+						delete(b.done, action{key, verb})
+					}
+					b.mu.Unlock()
+				}
+				b.queue.Add(key)
+			}
+		}
+		if !caught && (len(msgs) == 0 || pending == 0) {
+			caught = true
+			close(caughtUp)
+		}
+	}
+	return nil
+}
+
+// jobOf is the Job the bridge manages under a key, nil if there is none.
+func (b *Bridge) jobOf(namespace, name string) (*batchv1.Job, error) {
+	job, err := b.jobs.Jobs(namespace).Get(name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if !managed(job) {
+		return nil, nil
+	}
+	return job, nil
+}
