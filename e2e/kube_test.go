@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/ingest/bridge"
@@ -50,36 +52,12 @@ spec: {clusterQueue: cq}
 // suspended, submitted, admitted, started with its flavor's nodeSelector
 // and toleration, and its workload finishes when the Job completes.
 func TestKubeBridgeAdmitsJobs(t *testing.T) {
-	srv := testenv.NATS(t)
-	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t)}
-	t.Cleanup(s.close)
-	s.startAdmission("a")
-	kube := fake.NewClientset()
-	addr := make(chan string, 1)
-	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
-		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
-			KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
-	})
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-	case <-time.After(time.Minute):
-		t.Fatal("ingest did not start")
-	}
+	s, kube := startKube(t, false)
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(kubeWorld))
 
 	ctx := t.Context()
 	jobs := kube.BatchV1().Jobs("team-a")
-	two := int32(2)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: "6f1c1c4e-0000-4000-8000-000000000001",
-			Labels: map[string]string{"kueue.x-k8s.io/queue-name": "user-queue"}},
-		Spec: batchv1.JobSpec{Parallelism: &two, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}},
-	}
-	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := jobs.Create(ctx, kubeJob("train"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -127,6 +105,108 @@ func TestKubeBridgeAdmitsJobs(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startKube starts the deciders and an ingest running the bridge on a
+// fake API server.
+func startKube(t *testing.T, manual bool) (*system, *fake.Clientset) {
+	srv := testenv.NATS(t)
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manual}
+	t.Cleanup(s.close)
+	s.startAdmission("a")
+	s.startPreemptor("a")
+	s.startPodsReady("a")
+	kube := fake.NewClientset()
+	addr := make(chan string, 1)
+	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+			ManualClock: manual, KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
+	})
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-time.After(time.Minute):
+		t.Fatal("ingest did not start")
+	}
+	return s, kube
+}
+
+// kubeJob is a labelled Job of two pods of 1 cpu.
+func kubeJob(name string) *batchv1.Job {
+	two := int32(2)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("6f1c1c4e-0000-4000-8000-" + fmt.Sprintf("%012x", len(name))),
+			Labels: map[string]string{"kueue.x-k8s.io/queue-name": "user-queue"}},
+		Spec: batchv1.JobSpec{Parallelism: &two, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}},
+	}
+}
+
+// TestKubeBridgeFollowsPodsReady runs waitForPodsReady through the bridge
+// on the manual clock: a started Job whose pods are not ready in time is
+// suspended again with its original template; once requeued it is started
+// again, and when its pods are ready the bridge reports PodsReady and no
+// timeout follows.
+func TestKubeBridgeFollowsPodsReady(t *testing.T) {
+	s, kube := startKube(t, true)
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(kubeWorld+`---
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+waitForPodsReady:
+  enable: true
+  timeout: 1m
+  requeuingStrategy: {backoffBaseSeconds: 10}
+`))
+	ctx := t.Context()
+	jobs := kube.BatchV1().Jobs("team-a")
+	if _, err := jobs.Create(ctx, kubeJob("slow"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	state := func(wantSuspended bool, wantSelector string) func() error {
+		return func() error {
+			j, err := jobs.Get(ctx, "slow", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			suspended := j.Spec.Suspend != nil && *j.Spec.Suspend
+			if suspended != wantSuspended || j.Spec.Template.Spec.NodeSelector["instance-type"] != wantSelector {
+				return fmt.Errorf("suspended %v, nodeSelector %v", suspended, j.Spec.Template.Spec.NodeSelector)
+			}
+			return nil
+		}
+	}
+	poll(t, "the Job is started", state(false, "spot"))
+	s.sync()
+	s.must(http.StatusOK, "POST", "/v1/debug/clock/advance", []byte(`{"duration":"1m"}`))
+	poll(t, "the timed-out Job is suspended with its original template", state(true, ""))
+	s.sync()
+	s.must(http.StatusOK, "POST", "/v1/debug/clock/advance", []byte(`{"duration":"10s"}`))
+	poll(t, "the requeued Job is started again", state(false, "spot"))
+
+	j, err := jobs.Get(ctx, "slow", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := int32(2)
+	j.Status.Ready = &ready
+	if _, err := jobs.UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the bridge reports PodsReady", func() error {
+		if n := s.eventsPerWorkload(events.PodsReady)["team-a/slow"]; n != 1 {
+			return fmt.Errorf("%d PodsReady events", n)
+		}
+		return nil
+	})
+	s.sync()
+	s.must(http.StatusOK, "POST", "/v1/debug/clock/advance", []byte(`{"duration":"5m"}`))
+	s.sync()
+	if n := s.eventsPerWorkload(events.Evicted)["team-a/slow"]; n != 1 {
+		t.Errorf("%d evictions, want the one timeout before its pods were ready", n)
+	}
+	poll(t, "the ready Job keeps running", state(false, "spot"))
 }
 
 // poll checks until check passes or a deadline, failing with its last
