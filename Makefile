@@ -1,6 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
 # Modules with code; the other services join as their issues land.
-MODULES := libs cmd/jqctl services/admission services/ingest services/scorer e2e
+MODULES := libs cmd/jqctl services/admission services/ingest services/scorer deploy e2e
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
