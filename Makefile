@@ -1,6 +1,6 @@
 # jetqueue — build, test, benchmark, lint every module of the workspace.
 # Every module of the workspace.
-MODULES := libs cmd/jqctl services/admission services/ingest services/preemptor services/podsready services/scorer e2e
+MODULES := libs cmd/jqctl services/admission services/ingest services/preemptor services/podsready services/scorer deploy e2e
 GO ?= go
 FUZZTIME ?= 10s
 BIN := bin

@@ -28,6 +28,13 @@ func run(args []string) error {
 	if err := service.Parse(fs, args, os.Getenv); err != nil {
 		return err
 	}
+	switch fs.Arg(0) {
+	case "":
+	case service.HealthcheckCommand:
+		return service.Healthcheck(o)
+	default:
+		return fmt.Errorf("unknown command %q (the only one is %s)", fs.Arg(0), service.HealthcheckCommand)
+	}
 	return service.Run("podsready", o, func(ctx context.Context, rt *service.Runtime) error {
 		return podsready.Run(ctx, rt, cfg)
 	})
