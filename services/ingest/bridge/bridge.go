@@ -316,3 +316,51 @@ func (b *Bridge) jobOf(namespace, name string) (*batchv1.Job, error) {
 	}
 	return job, nil
 }
+
+// RunLeading runs the bridge only while this instance holds the lease, so
+// that of several ingest instances exactly one acts on Jobs; a standby
+// takes over within the lease's TTL, from the informer and the log like
+// any restarted bridge.
+func RunLeading(ctx context.Context, cfg Config, leader *bus.Leadership) error {
+	defer leader.Release()
+	for ctx.Err() == nil {
+		leading, err := leader.Lead(ctx)
+		if err != nil && !errors.Is(err, bus.ErrLeaseLost) {
+			return err
+		}
+		if !leading {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			defer cancel()
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-time.After(time.Second):
+					if _, err := leader.Lead(rctx); err != nil {
+						if cfg.Log != nil {
+							cfg.Log.Warn("kube bridge: lease lost; standing by", zap.Error(err))
+						}
+						return
+					}
+				}
+			}
+		}()
+		err = Run(rctx, cfg)
+		lost := rctx.Err() != nil
+		cancel()
+		<-watched
+		if err != nil && ctx.Err() == nil && !lost {
+			return err
+		}
+	}
+	return nil
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
@@ -55,6 +56,10 @@ type Config struct {
 	Kubeconfig string
 	Kube       kubernetes.Interface
 }
+
+// bridgeLeaseTTL is how long a silent ingest keeps the Kubernetes
+// bridge: one instance runs it.
+const bridgeLeaseTTL = 5 * time.Second
 
 // Server is one ingest instance.
 type Server struct {
@@ -121,6 +126,14 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			_ = sub.Drain()
 		}
 	}()
+	var leader *bus.Leadership
+	if kube != nil {
+		leases, err := bus.EnsureLeaseBucket(ctx, js, bridgeLeaseTTL)
+		if err != nil {
+			return err
+		}
+		leader = bus.NewLeadership(leases, "kube-bridge", "ingest-"+nuid.Next(), bridgeLeaseTTL)
+	}
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
@@ -149,8 +162,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	if kube != nil {
 		wg.Go(func() {
-			err := bridge.Run(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log,
-				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }})
+			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log,
+				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }}, leader)
 			if err != nil {
 				errc <- err
 			}
