@@ -179,6 +179,18 @@ func Open(ctx context.Context, url, name string, o StreamOptions) (*Conn, error)
 // subscriptions finish what they hold.
 func (c *Conn) Close() { _ = c.NC.Drain() }
 
+// Replicas is the replication of JQ_EVENTS (--stream-replicas). Every
+// other stream and bucket of jetqueue follows it, so that one flag makes
+// the whole system as available as its event log. It is 1 when the
+// stream cannot be read.
+func Replicas(ctx context.Context, js jetstream.JetStream) int {
+	s, err := js.Stream(ctx, events.Stream)
+	if err != nil {
+		return 1
+	}
+	return max(1, s.CachedInfo().Config.Replicas)
+}
+
 // Ensure runs a create-or-update of a stream or bucket, trying again when
 // another process created it between the check and the create: services
 // starting together on a fresh server race to declare the same things.

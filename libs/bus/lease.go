@@ -36,7 +36,8 @@ type Lease struct {
 // EnsureLeaseBucket creates the lease bucket with the lease TTL.
 func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
 	kv, err := Ensure(func() (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1})
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1,
+			Replicas: Replicas(ctx, js)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure lease bucket: %w", err)

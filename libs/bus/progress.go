@@ -43,7 +43,8 @@ func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Pro
 
 func progressBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := Ensure(func() (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1})
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1,
+			Replicas: Replicas(ctx, js)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("progress bucket: %w", err)
@@ -94,7 +95,11 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, name string) (uin
 
 // ReadMarks returns every consumer's mark by name.
 func ReadMarks(ctx context.Context, js jetstream.JetStream) (map[string]Mark, error) {
-	kv, err := progressBucket(ctx, js)
+	out := map[string]Mark{}
+	kv, err := js.KeyValue(ctx, ProgressBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return out, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +107,6 @@ func ReadMarks(ctx context.Context, js jetstream.JetStream) (map[string]Mark, er
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]Mark{}
 	for k := range keys.Keys() {
 		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {

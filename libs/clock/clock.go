@@ -37,7 +37,7 @@ type Manual struct {
 // until ctx ends.
 func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
 	kv, err := bus.Ensure(func() (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1})
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: bus.Replicas(ctx, js)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clock bucket: %w", err)

@@ -123,7 +123,8 @@ func workloadRequest(method, verb string) func(*nats.Msg) (*http.Request, error)
 func (s *Server) consumeSubmissions(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, h http.Handler) error {
 	st, err := bus.Ensure(func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
-			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute})
+			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
+			Replicas: bus.Replicas(ctx, js)})
 	})
 	if err != nil {
 		return fmt.Errorf("ensure %s: %w", SubmitStream, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 )
@@ -27,7 +28,7 @@ func NodesKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, e
 	kv, err := js.KeyValue(ctx, NodesBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: NodesBucket,
-			Description: "jetqueue node states for the scorer", History: 1})
+			Description: "jetqueue node states for the scorer", History: 1, Replicas: bus.Replicas(ctx, js)})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, NodesBucket)
 		}
