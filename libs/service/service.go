@@ -174,3 +174,33 @@ func newLogger(o Options) (*zap.Logger, error) {
 	cfg.Level = lvl
 	return cfg.Build()
 }
+
+// Command is a service binary's whole main: it declares the common flags
+// and the service's own (register), parses the arguments with their JQ_
+// environment fallbacks, answers the healthcheck subcommand, and runs the
+// service until SIGTERM. It exits 1 with the error on stderr.
+func Command[C any](name string, register func(*flag.FlagSet, *C), run func(context.Context, *Runtime, C) error) {
+	if err := command(name, os.Args[1:], register, run); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func command[C any](name string, args []string, register func(*flag.FlagSet, *C), run func(context.Context, *Runtime, C) error) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var o Options
+	RegisterFlags(fs, &o)
+	var cfg C
+	register(fs, &cfg)
+	if err := Parse(fs, args, os.Getenv); err != nil {
+		return err
+	}
+	switch fs.Arg(0) {
+	case "":
+	case HealthcheckCommand:
+		return Healthcheck(o)
+	default:
+		return fmt.Errorf("unknown command %q (the only one is %s)", fs.Arg(0), HealthcheckCommand)
+	}
+	return Run(name, o, func(ctx context.Context, rt *Runtime) error { return run(ctx, rt, cfg) })
+}

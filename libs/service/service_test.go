@@ -95,3 +95,29 @@ func TestReadinessFollowsTheLifecycle(t *testing.T) {
 		t.Error("readiness was still on while draining")
 	}
 }
+
+// TestCommandRefusesUnknownSubcommands: a service binary takes flags and,
+// optionally, the healthcheck subcommand; anything else is an error that
+// names it, before anything starts.
+func TestCommandRefusesUnknownSubcommands(t *testing.T) {
+	type cfg struct{ Shard string }
+	register := func(fs *flag.FlagSet, c *cfg) { fs.StringVar(&c.Shard, "shard", "s-0", "shard") }
+	ran := false
+	run := func(context.Context, *Runtime, cfg) error { ran = true; return nil }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, `unknown command "serve"`},
+		{[]string{"--shard", "x", "migrate"}, `unknown command "migrate"`},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	} {
+		err := command("svc", tc.args, register, run)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+	if ran {
+		t.Error("the service ran despite bad arguments")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -78,6 +79,12 @@ type Server struct {
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = os.Getenv("DATABASE_URL")
+	}
+	if cfg.DatabaseURL == "" {
+		return fmt.Errorf("--database-url (or JQ_DATABASE_URL or DATABASE_URL) is required")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
