@@ -53,14 +53,13 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/kube"
 )
 
 // API is how the bridge talks to jetqueue: one HTTP call of API.md. Ingest
@@ -87,21 +86,10 @@ func (a handlerAPI) Do(ctx context.Context, method, path string, header http.Hea
 	return rec.Code, rec.Body.Bytes(), nil
 }
 
-// Client builds a clientset from a kubeconfig file, or from the pod's
-// service account when path is empty.
+// Client builds the bridge's clientset from a kubeconfig file, or from
+// the pod's service account when path is empty.
 func Client(path string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "jetqueue-ingest-bridge"
-	return kubernetes.NewForConfig(cfg)
+	return kube.Client(path, "jetqueue-ingest-bridge")
 }
 
 // Config is what the bridge runs on.

@@ -11,29 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/kube"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 )
 
-// KubeClient builds a clientset from a kubeconfig file, or from the pod's
-// service account when path is empty.
+// KubeClient builds the scorer's clientset from a kubeconfig file, or
+// from the pod's service account when path is empty.
 func KubeClient(path string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "jetqueue-scorer"
-	return kubernetes.NewForConfig(cfg)
+	return kube.Client(path, "jetqueue-scorer")
 }
 
 // kubeSource keeps an Inventory in step with a cluster through shared
