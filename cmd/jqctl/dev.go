@@ -55,7 +55,7 @@ A restart keeps everything. Ctrl-C stops it cleanly.`,
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", ".jetqueue", "where NATS (and the private PostgreSQL) keep their data")
 	cmd.Flags().StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
 	cmd.Flags().BoolVar(&o.manualClock, "manual-clock", false, "start the shared manual clock at 2026-01-01 and enable POST /v1/debug/clock/advance")
-	cmd.Flags().BoolVar(&o.demo, "demo", false, "load the demo setup (examples/demo.yaml and the nodes of examples/demo-nodes.yaml)")
+	cmd.Flags().BoolVar(&o.demo, "demo", false, "load the demo setup (examples/demo.yaml, the nodes of examples/demo-nodes.yaml, the jobs of examples/demo-workloads.yaml)")
 	cmd.Flags().StringVar(&o.examples, "examples", "examples", "directory of the demo files")
 	return cmd
 }
@@ -130,11 +130,8 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
   NATS:      %s
   data:      %s
 Try:
-  jqctl --server %s apply -f examples/quickstart.yaml
-  jqctl --server %s submit -f examples/job.yaml
-  jqctl --server %s get workloads -o wide
-Ctrl-C stops it.
-`, base, nats, dir, base, base, base)
+%sCtrl-C stops it.
+`, base, nats, dir, tryCommands(base, o.demo))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -154,6 +151,20 @@ Ctrl-C stops it.
 		}
 	}
 	return err
+}
+
+// tryCommands are three first steps: the README's tour on the demo,
+// otherwise the quickstart.
+func tryCommands(base string, demo bool) string {
+	steps := []string{"apply -f examples/quickstart.yaml", "submit -f examples/job.yaml", "get workloads -o wide"}
+	if demo {
+		steps = []string{"submit -f examples/sweep-job.yaml", "submit -f examples/gpu-job.yaml", "get workloads -o wide"}
+	}
+	var b strings.Builder
+	for _, st := range steps {
+		fmt.Fprintf(&b, "  jqctl --server %s %s\n", base, st)
+	}
+	return b.String()
 }
 
 // devDatabase returns the projection's database: DATABASE_URL's, or a
@@ -206,6 +217,20 @@ func loadDemo(ctx context.Context, base, natsURL, dir string, stdout io.Writer) 
 	if err := putNodes(ctx, natsURL, states, io.Discard); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	fmt.Fprintln(stdout, "demo setup loaded: flavors gpu-a100 and cpu-standard, cohorts research and batch, 4 nodes")
+	workloads, err := os.ReadFile(filepath.Join(dir, "demo-workloads.yaml"))
+	if err != nil {
+		return fmt.Errorf("--demo: %w", err)
+	}
+	// Submitting the same workloads again (a restart) changes nothing.
+	resp, err = http.Post(base+"/v1/workloads", "application/yaml", strings.NewReader(string(workloads)))
+	if err != nil {
+		return err
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("--demo: submitting %s answered %d: %s", filepath.Join(dir, "demo-workloads.yaml"), resp.StatusCode, body)
+	}
+	fmt.Fprintln(stdout, "demo setup loaded: flavors gpu-a100 and cpu-standard, cohorts research and batch, 4 nodes, 2 jobs")
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,9 +26,10 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// TestDevServesTheDemo runs `jqctl dev --demo` in-process: the demo loads,
-// a Job submitted with jqctl is admitted and placed, and Ctrl-C (the
-// context) stops everything cleanly.
+// TestDevServesTheDemo runs `jqctl dev --demo` in-process: the demo loads
+// and its jobs are admitted, the README's tour works (a preemption through
+// the preemptor service), and Ctrl-C (the context) stops everything
+// cleanly.
 func TestDevServesTheDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts NATS, PostgreSQL and the services")
@@ -64,19 +66,42 @@ func TestDevServesTheDemo(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"submit", "-f", "../../examples/gpu-job.yaml", "--server", server}, &stdout, &stderr); code != 0 {
+	// jq runs jqctl; a failure (a workload not projected yet) is an
+	// empty answer.
+	jq := func(args ...string) string {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(append(args, "--server", server), &stdout, &stderr); code != 0 {
+			return ""
+		}
+		return stdout.String()
+	}
+	// The README's tour: the sweep takes every GPU, the training job
+	// preempts it, and the demo's own jobs are admitted.
+	if jq("submit", "-f", "../../examples/sweep-job.yaml") == "" {
 		t.Fatalf("submit: %s", stderr.String())
 	}
-	for {
-		stdout.Reset()
-		if code := run([]string{"describe", "team-a/train", "--server", server}, &stdout, &stderr); code == 0 &&
-			strings.Contains(stdout.String(), "admitted") && strings.Contains(stdout.String(), "placed") {
-			break
+	eventually := func(what string, ok func() bool) {
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s:\n%s", what, stdout.String())
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo job was not admitted and placed:\n%s", stdout.String())
+	}
+	eventually("the sweep is admitted", func() bool { return strings.Contains(jq("describe", "team-a/sweep"), "admitted") })
+	if jq("submit", "-f", "../../examples/gpu-job.yaml") == "" {
+		t.Fatalf("submit: %s", stderr.String())
+	}
+	eventually("the training job preempts the sweep, and is admitted and placed", func() bool {
+		return strings.Contains(jq("describe", "team-a/train"), "placed") &&
+			strings.Contains(jq("explain", "team-a/sweep"), "WaitingForQuota")
+	})
+	list := jq("get", "workloads")
+	for _, want := range []string{"nightly-etl", "preprocess"} {
+		if !regexp.MustCompile(want + `\s.*admitted`).MatchString(list) {
+			t.Errorf("demo job %s is not admitted:\n%s", want, list)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {
