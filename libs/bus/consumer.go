@@ -21,6 +21,10 @@ type ConsumerOptions struct {
 	// poison event cannot stall a service forever.
 	MaxDeliver int
 	AckWait    time.Duration
+	// AckAll makes an ack cover every earlier message too: for a consumer
+	// that handles messages in order, one ack per batch instead of one per
+	// message.
+	AckAll bool
 }
 
 // EnsureConsumer creates or updates a durable pull consumer with explicit
@@ -39,6 +43,9 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) 
 		cfg.FilterSubject = o.FilterSubjects[0]
 	} else {
 		cfg.FilterSubjects = o.FilterSubjects
+	}
+	if o.AckAll {
+		cfg.AckPolicy = jetstream.AckAllPolicy
 	}
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = 5

@@ -41,12 +41,29 @@ type Timer struct {
 // then; the simulator fires timers at their own instants.
 func (e *Engine) NextTimer() (time.Time, bool) {
 	var next time.Time
-	for _, w := range e.workloads {
+	e.timed(func(w *Workload) {
 		if t, ok := e.timerOf(w); ok && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
-	}
+	})
 	return next, !next.IsZero()
+}
+
+// timed calls f with every workload that may have a timer: the pending
+// ones (a backoff), and the admitted ones when PodsReady is awaited.
+// Finished and inactive workloads, most of a long history, have none.
+func (e *Engine) timed(f func(*Workload)) {
+	for _, w := range e.pending {
+		f(w)
+	}
+	if !e.podsReady.Enable {
+		return
+	}
+	for _, st := range e.usage {
+		for _, w := range st.admitted {
+			f(w)
+		}
+	}
 }
 
 func (e *Engine) timerOf(w *Workload) (time.Time, bool) {
@@ -69,10 +86,10 @@ func (e *Engine) waitingBackoff(w *Workload) bool {
 // podsready service publishes them, and FireTimers applies them.
 func (e *Engine) DueTimers(now time.Time) []Timer {
 	var due []Timer
-	for _, w := range e.workloads {
+	e.timed(func(w *Workload) {
 		at, ok := e.timerOf(w)
 		if !ok || at.After(now) {
-			continue
+			return
 		}
 		t := Timer{Key: w.Info.Key, At: at, RequeueCount: w.RequeueCount}
 		if w.Status == Admitted {
@@ -80,7 +97,7 @@ func (e *Engine) DueTimers(now time.Time) []Timer {
 			t.Timeout = &d
 		}
 		due = append(due, t)
-	}
+	})
 	slices.SortFunc(due, func(a, b Timer) int {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c

@@ -137,14 +137,18 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 			continue
 		}
 		now := s.cfg.Now()
-		fired, err := s.fire(ctx, now)
-		if err != nil {
-			return err
-		}
-		if fired {
+		next, ok := s.eng.NextTimer()
+		if ok && !next.After(now) {
+			if err := s.fire(ctx, now); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := s.mark(ctx, now); err != nil {
+		m := bus.Mark{Seq: s.last, Clock: &now}
+		if ok {
+			m.Next = &next
+		}
+		if err := s.progress.Mark(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -190,15 +194,11 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 	return len(msgs) == 0 || pending == 0, nil
 }
 
-// fire publishes every timer due at now, as one batch, and reports
-// whether it published anything.
-func (s *Service) fire(ctx context.Context, now time.Time) (bool, error) {
+// fire publishes every timer due at now, as one batch.
+func (s *Service) fire(ctx context.Context, now time.Time) error {
 	due := s.eng.DueTimers(now)
-	if len(due) == 0 {
-		return false, nil
-	}
 	if err := s.leader.Check(ctx); err != nil {
-		return false, err
+		return err
 	}
 	var out []events.Event
 	for _, t := range due {
@@ -222,12 +222,12 @@ func (s *Service) fire(ctx context.Context, now time.Time) (bool, error) {
 			continue
 		}
 		if err != nil {
-			return false, err
+			return err
 		}
 		s.onSubj[ev.Subject] = seq
 		s.await = max(s.await, seq)
 	}
-	return true, nil
+	return nil
 }
 
 // Events renders a due timer as the events that carry it out. Their ids
@@ -253,14 +253,4 @@ func Events(t engine.Timer, now time.Time) []events.Event {
 		return []events.Event{ev("timeout", events.Evicted, &events.EvictedData{WorkloadRef: ref,
 			Reason: engine.EvictedByPodsReadyTimeout, RequeueCount: t.Timeout.Count, RequeueAt: &at})}
 	}
-}
-
-// mark reports that everything read is handled and every timer due by now
-// has fired, with when the next one is due.
-func (s *Service) mark(ctx context.Context, now time.Time) error {
-	m := bus.Mark{Seq: s.last, Clock: &now}
-	if next, ok := s.eng.NextTimer(); ok {
-		m.Next = &next
-	}
-	return s.progress.Mark(ctx, m)
 }

@@ -107,7 +107,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 // work consumes while this instance holds the lease.
 func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
 	cons, err := bus.EnsureConsumer(ctx, stream, bus.ConsumerOptions{Durable: Durable,
-		FilterSubjects: []string{events.SubjectRoot + ".>"}, AckWait: 10 * time.Second})
+		FilterSubjects: []string{events.SubjectRoot + ".>"}, AckWait: 10 * time.Second, AckAll: true})
 	if err != nil {
 		return err
 	}
@@ -115,27 +115,33 @@ func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
 		if _, err := s.leader.Lead(ctx); err != nil {
 			return err
 		}
-		msgs, err := bus.Batch(ctx, cons, 64, 200*time.Millisecond)
+		msgs, err := bus.Batch(ctx, cons, 256, 200*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("fetch: %w", err)
 		}
+		// Acknowledged once per batch, up to the last message handled: the
+		// rest is delivered again (after AckWait, or to a new leader).
 		var last uint64
-		for i, m := range msgs {
-			if err := s.handle(ctx, m); err != nil {
-				for _, rest := range msgs[i:] {
-					_ = rest.Nak()
-				}
-				return err
+		var handled jetstream.Msg
+		for _, m := range msgs {
+			if err = s.handle(ctx, m); err != nil {
+				break
 			}
-			if err := m.Ack(); err != nil {
-				return err
-			}
-			if meta, err := m.Metadata(); err == nil {
+			handled = m
+			if meta, merr := m.Metadata(); merr == nil {
 				last = meta.Sequence.Stream
 			}
+		}
+		if handled != nil {
+			if aerr := handled.Ack(); aerr != nil && err == nil {
+				err = aerr
+			}
+		}
+		if err != nil {
+			return err
 		}
 		if last > 0 {
 			if err := s.progress.Report(ctx, last); err != nil {
