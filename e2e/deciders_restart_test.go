@@ -215,3 +215,61 @@ func total(m map[string]int) int {
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TestVictimChangedBeforeEvictionIsDecidedAgain: a victim whose pods
+// become ready after admission chose it (the preemptor is down) is not
+// evicted on those stale grounds: the preemptor's fence refuses, admission
+// replays the log and decides again on the new state, and the end state
+// equals the simulator's.
+func TestVictimChangedBeforeEvictionIsDecidedAgain(t *testing.T) {
+	sc := preemptionScenario(t)
+	want, err := sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t)
+	var docs [][]byte
+	for _, o := range sc.Objects {
+		docs = append(docs, marshal(t, o))
+	}
+	s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
+	submit := func(objs []api.Object) {
+		var docs [][]byte
+		for _, o := range objs {
+			docs = append(docs, marshal(t, o))
+		}
+		s.must(http.StatusAccepted, "POST", "/v1/workloads", list(docs...))
+	}
+	submit(sc.Steps[0].Submit)
+	s.sync()
+
+	s.stopPreemptor()
+	submit(sc.Steps[1].Submit)
+	s.waitFor("a preemption request", func() bool { return len(s.eventsPerWorkload(events.PreemptionRequested)) > 0 })
+	var victim string
+	s.scan(func(ev events.Event) {
+		if d, ok := ev.Data.(*events.PreemptionRequestedData); ok && victim == "" {
+			victim = d.Victims[0].Namespace + "/" + d.Victims[0].Name
+		}
+	})
+	s.must(http.StatusAccepted, "POST", "/v1/workloads/"+victim+"/podsready", nil)
+	s.startPreemptor("b")
+	s.sync()
+
+	if n := s.eventsPerWorkload(events.Evicted)[victim]; n != 1 {
+		t.Errorf("%s evicted %d times, want once (on the grounds decided after its change)", victim, n)
+	}
+	// Eight preemptions, and the refused one asked again.
+	if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 9 {
+		t.Errorf("%d preemption requests, want 9: the refused one decided again", n)
+	}
+	if peak := s.peakAdmitted(); peak > 8 {
+		t.Errorf("the log shows %d workloads holding quota at once; 8 fit", peak)
+	}
+	final := want.Checkpoints[len(want.Checkpoints)-1]
+	got := checkpoint(len(sc.Steps), s.workloads())
+	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
+		t.Errorf("admitted %v pending %v; the simulator has admitted %v pending %v",
+			keys(got.Admitted), got.Pending, keys(final.Admitted), final.Pending)
+	}
+}
