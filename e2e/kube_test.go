@@ -117,18 +117,62 @@ func startKube(t *testing.T, manual bool) (*system, *fake.Clientset) {
 	s.startPreemptor("a")
 	s.startPodsReady("a")
 	kube := fake.NewClientset()
+	s.stopIngest = s.startKubeIngest(kube)
+	return s, kube
+}
+
+// startKubeIngest starts an ingest running the bridge, points the client
+// at it, and returns its stop.
+func (s *system) startKubeIngest(kube *fake.Clientset) func() {
+	s.t.Helper()
 	addr := make(chan string, 1)
-	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
+	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
-			ManualClock: manual, KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
+			ManualClock: s.manual, KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
 	})
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
 	case <-time.After(time.Minute):
-		t.Fatal("ingest did not start")
+		s.t.Fatal("ingest did not start")
 	}
-	return s, kube
+	return stop
+}
+
+// TestKubeBridgeFailsOver: two ingest instances run with the bridge on
+// one cluster; the lease holder acts, and when it stops the other takes
+// over. Every Job is submitted once.
+func TestKubeBridgeFailsOver(t *testing.T) {
+	s, kube := startKube(t, false)
+	s.startKubeIngest(kube)
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(kubeWorld))
+	ctx := t.Context()
+	jobs := kube.BatchV1().Jobs("team-a")
+	started := func(name string) func() error {
+		return func() error {
+			j, err := jobs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if j.Spec.Suspend == nil || *j.Spec.Suspend {
+				return fmt.Errorf("%s is suspended", name)
+			}
+			return nil
+		}
+	}
+	if _, err := jobs.Create(ctx, kubeJob("first"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the first Job is started", started("first"))
+	s.stopIngest()
+	if _, err := jobs.Create(ctx, kubeJob("second"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the second Job is started by the other ingest", started("second"))
+	s.sync()
+	if got := s.eventsPerWorkload(events.WorkloadSubmitted); got["team-a/first"] != 1 || got["team-a/second"] != 1 {
+		t.Errorf("submissions %v, want each Job once", got)
+	}
 }
 
 // kubeJob is a labelled Job of two pods of 1 cpu.

@@ -106,6 +106,8 @@ func (s *system) scan(f func(events.Event)) {
 // workloadOf is the workload an event is about.
 func workloadOf(ev events.Event) (events.WorkloadRef, bool) {
 	switch d := ev.Data.(type) {
+	case *events.WorkloadSubmittedData:
+		return d.WorkloadRef, true
 	case *events.QuotaReservedData:
 		return d.WorkloadRef, true
 	case *events.EvictedData:
