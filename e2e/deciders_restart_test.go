@@ -68,35 +68,39 @@ steps:
 	return sc
 }
 
-// TestPreemptorRestartMidWork stops the preemptor while preemptions are
-// requested, starts another that is stopped after a few evictions, then a
-// third: every victim is evicted exactly once, and the end state equals
-// the simulator's uninterrupted run.
-func TestPreemptorRestartMidWork(t *testing.T) {
+// preemptionRequested plays the preemption scenario with the preemptor
+// stopped, until admission has requested the first preemption; it returns
+// the system, the scenario and the simulator's run of it.
+func preemptionRequested(t *testing.T) (*system, *sim.Scenario, *sim.Result) {
+	t.Helper()
 	sc := preemptionScenario(t)
 	want, err := sim.Run(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := start(t)
-	var docs [][]byte
-	for _, o := range sc.Objects {
-		docs = append(docs, marshal(t, o))
-	}
-	s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
-	submit := func(objs []api.Object) {
+	send := func(path string, want int, objs []api.Object) {
 		var docs [][]byte
 		for _, o := range objs {
 			docs = append(docs, marshal(t, o))
 		}
-		s.must(http.StatusAccepted, "POST", "/v1/workloads", list(docs...))
+		s.must(want, "POST", path, list(docs...))
 	}
-	submit(sc.Steps[0].Submit)
+	send("/v1/apply", http.StatusOK, sc.Objects)
+	send("/v1/workloads", http.StatusAccepted, sc.Steps[0].Submit)
 	s.sync()
-
 	s.stopPreemptor()
-	submit(sc.Steps[1].Submit)
+	send("/v1/workloads", http.StatusAccepted, sc.Steps[1].Submit)
 	s.waitFor("a preemption request", func() bool { return len(s.eventsPerWorkload(events.PreemptionRequested)) > 0 })
+	return s, sc, want
+}
+
+// TestPreemptorRestartMidWork stops the preemptor while preemptions are
+// requested, starts another that is stopped after a few evictions, then a
+// third: every victim is evicted exactly once, and the end state equals
+// the simulator's uninterrupted run.
+func TestPreemptorRestartMidWork(t *testing.T) {
+	s, sc, want := preemptionRequested(t)
 	stopB := s.startPreemptor("b")
 	s.waitFor("three evictions", func() bool { return total(s.eventsPerWorkload(events.Evicted)) >= 3 })
 	stopB()
@@ -116,12 +120,7 @@ func TestPreemptorRestartMidWork(t *testing.T) {
 			t.Errorf("%s is pending with reason %q, want WaitingForQuota (tried again after its eviction)", v.Name, v.Reason)
 		}
 	}
-	final := want.Checkpoints[len(want.Checkpoints)-1]
-	got := checkpoint(len(sc.Steps), s.workloads())
-	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
-		t.Errorf("admitted %v pending %v; the simulator has admitted %v pending %v",
-			keys(got.Admitted), got.Pending, keys(final.Admitted), final.Pending)
-	}
+	s.sameEndAs(sc, want)
 }
 
 // TestPodsReadyRestartKeepsEveryTimer restarts the podsready service
@@ -174,6 +173,18 @@ func TestPodsReadyRestartKeepsEveryTimer(t *testing.T) {
 	}
 }
 
+// sameEndAs checks the final admitted and pending workloads against the
+// simulator's run.
+func (s *system) sameEndAs(sc *sim.Scenario, want *sim.Result) {
+	s.t.Helper()
+	final := want.Checkpoints[len(want.Checkpoints)-1]
+	got := checkpoint(len(sc.Steps), s.workloads())
+	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
+		s.t.Errorf("admitted %v pending %v; the simulator has admitted %v pending %v",
+			keys(got.Admitted), got.Pending, keys(final.Admitted), final.Pending)
+	}
+}
+
 // peakAdmitted replays the log in order and returns the largest number of
 // workloads holding quota at any point.
 func (s *system) peakAdmitted() int {
@@ -222,30 +233,7 @@ func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 // replays the log and decides again on the new state, and the end state
 // equals the simulator's.
 func TestVictimChangedBeforeEvictionIsDecidedAgain(t *testing.T) {
-	sc := preemptionScenario(t)
-	want, err := sim.Run(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := start(t)
-	var docs [][]byte
-	for _, o := range sc.Objects {
-		docs = append(docs, marshal(t, o))
-	}
-	s.must(http.StatusOK, "POST", "/v1/apply", list(docs...))
-	submit := func(objs []api.Object) {
-		var docs [][]byte
-		for _, o := range objs {
-			docs = append(docs, marshal(t, o))
-		}
-		s.must(http.StatusAccepted, "POST", "/v1/workloads", list(docs...))
-	}
-	submit(sc.Steps[0].Submit)
-	s.sync()
-
-	s.stopPreemptor()
-	submit(sc.Steps[1].Submit)
-	s.waitFor("a preemption request", func() bool { return len(s.eventsPerWorkload(events.PreemptionRequested)) > 0 })
+	s, sc, want := preemptionRequested(t)
 	var victim string
 	s.scan(func(ev events.Event) {
 		if d, ok := ev.Data.(*events.PreemptionRequestedData); ok && victim == "" {
@@ -266,10 +254,5 @@ func TestVictimChangedBeforeEvictionIsDecidedAgain(t *testing.T) {
 	if peak := s.peakAdmitted(); peak > 8 {
 		t.Errorf("the log shows %d workloads holding quota at once; 8 fit", peak)
 	}
-	final := want.Checkpoints[len(want.Checkpoints)-1]
-	got := checkpoint(len(sc.Steps), s.workloads())
-	if !slices.Equal(keys(got.Admitted), keys(final.Admitted)) || !slices.Equal(got.Pending, final.Pending) {
-		t.Errorf("admitted %v pending %v; the simulator has admitted %v pending %v",
-			keys(got.Admitted), got.Pending, keys(final.Admitted), final.Pending)
-	}
+	s.sameEndAs(sc, want)
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
@@ -79,23 +80,25 @@ func (s *system) startIngest() func() {
 
 func (s *system) startAdmission(instance string) func() {
 	return s.run("admission-"+instance, func(ctx context.Context, rt *service.Runtime) error {
-		return admission.Run(ctx, rt, admission.Config{NATSURL: s.nats, Shard: "admission-0", Instance: instance,
-			LeaseTTL: 2 * time.Second, ManualClock: s.manual})
+		return admission.Run(ctx, rt, admission.Config{Member: s.member("admission", instance), ManualClock: s.manual})
 	})
 }
 
 func (s *system) startPreemptor(instance string) func() {
 	return s.run("preemptor-"+instance, func(ctx context.Context, rt *service.Runtime) error {
-		return preemptor.Run(ctx, rt, preemptor.Config{NATSURL: s.nats, Shard: "preemptor-0", Instance: instance,
-			LeaseTTL: 2 * time.Second})
+		return preemptor.Run(ctx, rt, preemptor.Config{Member: s.member("preemptor", instance)})
 	})
 }
 
 func (s *system) startPodsReady(instance string) func() {
 	return s.run("podsready-"+instance, func(ctx context.Context, rt *service.Runtime) error {
-		return podsready.Run(ctx, rt, podsready.Config{NATSURL: s.nats, Shard: "podsready-0", Instance: instance,
-			LeaseTTL: 2 * time.Second, ManualClock: s.manual})
+		return podsready.Run(ctx, rt, podsready.Config{Member: s.member("podsready", instance), ManualClock: s.manual})
 	})
+}
+
+// member is a lease-holding service's place on the test bus.
+func (s *system) member(service, instance string) bus.Member {
+	return bus.Member{NATSURL: s.nats, Shard: service + "-0", Instance: instance, LeaseTTL: 2 * time.Second}
 }
 
 // run starts a service through the shared runtime and returns its stop.

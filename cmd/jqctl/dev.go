@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
@@ -93,13 +94,13 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 	nats := srv.ClientURL()
 	run("admission", func(ctx context.Context, rt *service.Runtime) error {
-		return admission.Run(ctx, rt, admission.Config{NATSURL: nats, Shard: "admission-0", Instance: "dev", LeaseTTL: 5 * time.Second, ManualClock: o.manualClock})
+		return admission.Run(ctx, rt, admission.Config{Member: devMember(nats, "admission"), ManualClock: o.manualClock})
 	})
 	run("preemptor", func(ctx context.Context, rt *service.Runtime) error {
-		return preemptor.Run(ctx, rt, preemptor.Config{NATSURL: nats, Shard: "preemptor-0", Instance: "dev", LeaseTTL: 5 * time.Second})
+		return preemptor.Run(ctx, rt, preemptor.Config{Member: devMember(nats, "preemptor")})
 	})
 	run("podsready", func(ctx context.Context, rt *service.Runtime) error {
-		return podsready.Run(ctx, rt, podsready.Config{NATSURL: nats, Shard: "podsready-0", Instance: "dev", LeaseTTL: 5 * time.Second, ManualClock: o.manualClock})
+		return podsready.Run(ctx, rt, podsready.Config{Member: devMember(nats, "podsready"), ManualClock: o.manualClock})
 	})
 	run("scorer", func(ctx context.Context, rt *service.Runtime) error {
 		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, Instance: "dev", Inventory: scorer.InventoryKV})
@@ -151,6 +152,11 @@ Try:
 		}
 	}
 	return err
+}
+
+// devMember is a lease-holding service's place on the dev bus.
+func devMember(nats, service string) bus.Member {
+	return bus.Member{NATSURL: nats, Shard: service + "-0", Instance: "dev"}
 }
 
 // tryCommands are three first steps: the README's tour on the demo,

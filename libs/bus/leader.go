@@ -97,3 +97,41 @@ func (l *Leadership) keep(ctx context.Context, lease *Lease) {
 		}
 	}
 }
+
+// Member is how a lease-holding service (admission, preemptor, podsready)
+// joins the bus: the server, the event stream's settings, and its place in
+// a shard, whose lease one member at a time holds.
+type Member struct {
+	NATSURL  string
+	Shard    string
+	Instance string
+	LeaseTTL time.Duration
+	Stream   StreamOptions
+}
+
+// DefaultLeaseTTL is how long a silent leader keeps its lease.
+const DefaultLeaseTTL = 5 * time.Second
+
+// TTL is the lease's time to live (DefaultLeaseTTL when unset).
+func (m Member) TTL() time.Duration {
+	if m.LeaseTTL <= 0 {
+		return DefaultLeaseTTL
+	}
+	return m.LeaseTTL
+}
+
+// Join opens the bus for a member and prepares its claim on the shard's
+// lease.
+func (m Member) Join(ctx context.Context, service string) (*Conn, *Leadership, error) {
+	ttl := m.TTL()
+	conn, err := Open(ctx, m.NATSURL, service+"-"+m.Instance, m.Stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := EnsureLeaseBucket(ctx, conn.JS, ttl)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, NewLeadership(kv, m.Shard, m.Instance, ttl), nil
+}

@@ -46,11 +46,7 @@ import (
 
 // Config is the service's configuration.
 type Config struct {
-	NATSURL  string
-	Shard    string
-	Instance string
-	LeaseTTL time.Duration
-	Stream   bus.StreamOptions
+	bus.Member
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
 	// ManualClock reads the shared manual clock instead (dev and test).
@@ -106,10 +102,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 5 * time.Second
-	}
-	conn, err := bus.Open(ctx, cfg.NATSURL, "admission-"+cfg.Instance, cfg.Stream)
+	conn, leader, err := cfg.Join(ctx, "admission")
 	if err != nil {
 		return err
 	}
@@ -122,11 +115,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		cfg.Now = m.Now
 	}
-	kv, err := bus.EnsureLeaseBucket(ctx, js, cfg.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	s := &Service{cfg: cfg, log: rt.Log, js: js, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL), batch: 512}
+	s := &Service{cfg: cfg, log: rt.Log, js: js, leader: leader, batch: 512}
 	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
 		return err
 	}

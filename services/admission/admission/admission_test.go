@@ -46,7 +46,7 @@ func (h *harness) start(instance string) (stop func()) {
 	go func() {
 		done <- service.RunContext(ctx, "admission", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
 			func(ctx context.Context, rt *service.Runtime) error {
-				return Run(ctx, rt, Config{NATSURL: h.url, Shard: "admission-0", Instance: instance, LeaseTTL: time.Second})
+				return Run(ctx, rt, Config{Member: bus.Member{NATSURL: h.url, Shard: "admission-0", Instance: instance, LeaseTTL: time.Second}})
 			})
 	}()
 	return func() {

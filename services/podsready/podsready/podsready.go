@@ -45,12 +45,8 @@ import (
 
 // Config is the service's configuration.
 type Config struct {
-	NATSURL     string
-	Shard       string
-	Instance    string
-	LeaseTTL    time.Duration
+	bus.Member
 	ManualClock bool
-	Stream      bus.StreamOptions
 	// Now is the clock; nil means the wall clock (or the manual one).
 	Now func() time.Time
 }
@@ -75,10 +71,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 5 * time.Second
-	}
-	conn, err := bus.Open(ctx, cfg.NATSURL, "podsready-"+cfg.Instance, cfg.Stream)
+	conn, leader, err := cfg.Join(ctx, "podsready")
 	if err != nil {
 		return err
 	}
@@ -90,11 +83,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		cfg.Now = m.Now
 	}
-	kv, err := bus.EnsureLeaseBucket(ctx, conn.JS, cfg.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL)}
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader}
 	if s.progress, err = bus.NewProgress(ctx, conn.JS, "podsready"); err != nil {
 		return err
 	}

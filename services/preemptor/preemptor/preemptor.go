@@ -36,11 +36,7 @@ import (
 
 // Config is the service's configuration.
 type Config struct {
-	NATSURL  string
-	Shard    string
-	Instance string
-	LeaseTTL time.Duration
-	Stream   bus.StreamOptions
+	bus.Member
 }
 
 // Durable is the preemptor's consumer on JQ_EVENTS.
@@ -58,19 +54,12 @@ type Service struct {
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 5 * time.Second
-	}
-	conn, err := bus.Open(ctx, cfg.NATSURL, "preemptor-"+cfg.Instance, cfg.Stream)
+	conn, leader, err := cfg.Join(ctx, "preemptor")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	kv, err := bus.EnsureLeaseBucket(ctx, conn.JS, cfg.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: bus.NewLeadership(kv, cfg.Shard, cfg.Instance, cfg.LeaseTTL),
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_preemptor_evictions_total",
 			Help: "Victims by outcome: evicted, stale (changed since chosen: not evicted), duplicate."}, []string{"outcome"})}
 	if rt.Registry != nil {
@@ -92,7 +81,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		case !leading:
 			select {
 			case <-ctx.Done():
-			case <-time.After(cfg.LeaseTTL / 3):
+			case <-time.After(cfg.TTL() / 3):
 			}
 			continue
 		}

@@ -99,7 +99,7 @@ func run(t *testing.T, url, instance string) func() {
 	go func() {
 		done <- service.RunContext(ctx, "preemptor", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
 			func(ctx context.Context, rt *service.Runtime) error {
-				return Run(ctx, rt, Config{NATSURL: url, Shard: "preemptor-0", Instance: instance, LeaseTTL: time.Second})
+				return Run(ctx, rt, Config{Member: bus.Member{NATSURL: url, Shard: "preemptor-0", Instance: instance, LeaseTTL: time.Second}})
 			})
 	}()
 	return func() {
