@@ -357,4 +357,7 @@ const (
 	NodesBucket = "JQ_NODES"
 	// SubjectScore answers node-ranking queries (request/reply).
 	SubjectScore = "jq.api.v1.score"
+	// ScorerDurable is the scorer's consumer of JQ_EVENTS; /v1/sync reads
+	// from it whether every admission has been placed.
+	ScorerDurable = "scorer"
 )

@@ -721,9 +721,9 @@ func (s *Server) sync(r *http.Request) (int, any, error) {
 }
 
 // processed waits until every decider that has ever reported (a service
-// not deployed is not waited for) and the projection have processed the
-// whole stream, and on the manual clock until the timer service has acted
-// at the current time.
+// not deployed is not waited for), the scorer and the projection have
+// processed the whole stream, and on the manual clock until the timer
+// service has acted at the current time.
 func (s *Server) processed(ctx context.Context) error {
 	for {
 		if s.caughtUp(ctx) {
@@ -765,5 +765,16 @@ func (s *Server) caughtUp(ctx context.Context) bool {
 	if m, ok := marks[timerService]; ok && s.clock != nil && (m.Clock == nil || m.Clock.Before(s.clock.Now())) {
 		return false
 	}
-	return true
+	// The scorer reports through its durable consumer: nothing left to
+	// deliver and nothing unacknowledged means every Placed is published
+	// (it acknowledges after publishing).
+	c, err := s.stream.Consumer(ctx, events.ScorerDurable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	ci, err := c.Info(ctx)
+	return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
 }

@@ -51,7 +51,7 @@ const (
 )
 
 // Durable is the name of the consumer that hands out QuotaReserved events.
-const Durable = "scorer"
+const Durable = events.ScorerDurable
 
 // Config is the service's configuration.
 type Config struct {
