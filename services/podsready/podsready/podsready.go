@@ -193,7 +193,13 @@ func (s *Service) fire(ctx context.Context, now time.Time) error {
 	for _, t := range due {
 		out = append(out, Events(t, now)...)
 	}
-	batch := &events.Batch{ID: fmt.Sprintf("podsready/%d", now.UnixNano()), Size: len(out)}
+	// Several events go out as one batch, so that admission decides once
+	// all have arrived; a lone one needs none (and, refused by its fence,
+	// leaves no batch incomplete).
+	var batch *events.Batch
+	if len(out) > 1 {
+		batch = &events.Batch{ID: fmt.Sprintf("podsready/%d", now.UnixNano()), Size: len(out)}
+	}
 	refused := map[string]bool{}
 	for _, ev := range out {
 		ev.Batch = batch
