@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -8,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/events"
@@ -209,12 +209,12 @@ func (s *system) peakAdmitted() int {
 // waitFor polls cond until it holds (a service works asynchronously).
 func (s *system) waitFor(what string, cond func() bool) {
 	s.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("no %s within 30s", what)
+	poll(s.t, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 func total(m map[string]int) int {

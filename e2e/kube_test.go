@@ -255,7 +255,7 @@ waitForPodsReady:
 
 // poll checks until check passes or a deadline, failing with its last
 // error: the bridge converges asynchronously.
-func poll(t *testing.T, what string, check func() error) {
+func poll(t testing.TB, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
