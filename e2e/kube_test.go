@@ -141,7 +141,9 @@ func (s *system) startKubeIngest(kube *fake.Clientset) func() {
 
 // TestKubeBridgeFailsOver: two ingest instances run with the bridge on
 // one cluster; the lease holder acts, and when it stops the other takes
-// over. Every Job is submitted once.
+// over (the second Job is only started if it does). Every Job is
+// submitted once; that alone would hold even with two active bridges,
+// since submissions carry the Job's uid as Idempotency-Key.
 func TestKubeBridgeFailsOver(t *testing.T) {
 	s, kube := startKube(t, false)
 	s.startKubeIngest(kube)
