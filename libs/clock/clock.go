@@ -46,14 +46,16 @@ func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
 		return nil, fmt.Errorf("start the clock: %w", err)
 	}
 	m := &Manual{kv: kv}
-	// Read the current time directly, then follow changes: waiting for the
-	// watch's first delivery would hang a service start on a slow server.
+	// Read the current time directly, then follow the key from its latest
+	// value on: waiting for the watch's first delivery would hang a service
+	// start on a slow server, and watching updates only would miss an
+	// advance made between the read and the watch's start.
 	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read the clock: %w", err)
 	}
 	m.observe(e.Value())
-	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	w, err := kv.Watch(ctx, key)
 	if err != nil {
 		return nil, err
 	}

@@ -51,3 +51,54 @@ func TestManualClockIsShared(t *testing.T) {
 		t.Error("moved backwards")
 	}
 }
+
+// TestJoiningDuringAnAdvanceSeesIt: a participant that joins while another
+// advances the clock ends up at the final time. (A restarted service used
+// to miss an advance made between its first read and its watch, and kept
+// the old time until the next one.)
+func TestJoiningDuringAnAdvanceSeesIt(t *testing.T) {
+	srv := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	join := func() *Manual {
+		nc, err := bus.Connect(srv.ClientURL(), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		m, err := NewManual(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	mover := join()
+	for range 30 {
+		joined, advanced := make(chan struct{}), make(chan time.Time)
+		go func() {
+			for {
+				now, err := mover.Advance(ctx, time.Second)
+				select {
+				case <-joined:
+					advanced <- now
+					return
+				default:
+				}
+				if err != nil {
+					advanced <- now
+					return
+				}
+			}
+		}()
+		joiner := join()
+		close(joined)
+		want := <-advanced
+		for deadline := time.Now().Add(5 * time.Second); !joiner.Now().Equal(want); {
+			if time.Now().After(deadline) {
+				t.Fatalf("joined during advances: at %v, want %v", joiner.Now(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}

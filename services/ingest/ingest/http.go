@@ -723,58 +723,75 @@ func (s *Server) sync(r *http.Request) (int, any, error) {
 // processed waits until every decider that has ever reported (a service
 // not deployed is not waited for), the scorer and the projection have
 // processed the whole stream, and on the manual clock until the timer
-// service has acted at the current time.
+// service has acted at the current time. On timeout it says what it was
+// still waiting for.
 func (s *Server) processed(ctx context.Context) error {
 	for {
-		if s.caughtUp(ctx) {
+		waiting := s.waitingFor(ctx)
+		if waiting == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(http.StatusGatewayTimeout, "", "", "not every event was processed in time")
+			return fail(http.StatusGatewayTimeout, "", "", "not every event was processed in time: waiting for "+waiting)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-func (s *Server) caughtUp(ctx context.Context) bool {
+// waitingFor names what has not yet processed the whole stream, or
+// returns "" when everything has.
+func (s *Server) waitingFor(ctx context.Context) string {
 	// Progress first, then the stream's end: a consumer reports its
 	// progress only after publishing what it decided on the way, so the
 	// end read afterwards includes those decisions.
 	marks, err := bus.ReadMarks(ctx, s.js)
 	if err != nil {
-		return false
+		return "the progress marks (" + err.Error() + ")"
 	}
 	proj, err := s.store.LastSeq(ctx)
 	if err != nil {
-		return false
+		return "the projection (" + err.Error() + ")"
 	}
 	info, err := s.stream.Info(ctx)
 	if err != nil {
-		return false
+		return "the stream (" + err.Error() + ")"
 	}
 	end := info.State.LastSeq
-	if proj < end || marks["admission"].Seq < end {
-		return false
+	if proj < end {
+		return fmt.Sprintf("the projection (at %d of %d)", proj, end)
+	}
+	if m := marks["admission"]; m.Seq < end {
+		return fmt.Sprintf("admission (at %d of %d)", m.Seq, end)
 	}
 	for _, name := range deciders {
 		if m, ok := marks[name]; ok && m.Seq < end {
-			return false
+			return fmt.Sprintf("%s (at %d of %d)", name, m.Seq, end)
 		}
 	}
 	if m, ok := marks[timerService]; ok && s.clock != nil && (m.Clock == nil || m.Clock.Before(s.clock.Now())) {
-		return false
+		acted := "nothing yet"
+		if m.Clock != nil {
+			acted = m.Clock.Format(time.RFC3339Nano)
+		}
+		return fmt.Sprintf("%s to act at %s (it has acted up to %s)", timerService, s.clock.Now().Format(time.RFC3339Nano), acted)
 	}
 	// The scorer reports through its durable consumer: nothing left to
 	// deliver and nothing unacknowledged means every Placed is published
 	// (it acknowledges after publishing).
 	c, err := s.stream.Consumer(ctx, events.ScorerDurable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return true
+		return ""
 	}
 	if err != nil {
-		return false
+		return "the scorer (" + err.Error() + ")"
 	}
 	ci, err := c.Info(ctx)
-	return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+	if err != nil {
+		return "the scorer (" + err.Error() + ")"
+	}
+	if ci.NumPending > 0 || ci.NumAckPending > 0 {
+		return fmt.Sprintf("the scorer (%d to deliver, %d unacknowledged)", ci.NumPending, ci.NumAckPending)
+	}
+	return ""
 }
