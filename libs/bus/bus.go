@@ -55,7 +55,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 	if cfg.Duplicates == 0 {
 		cfg.Duplicates = 2 * time.Minute
 	}
-	s, err := Ensure(func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
+	s, err := Ensure(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", events.Stream, err)
 	}
@@ -191,17 +191,45 @@ func Replicas(ctx context.Context, js jetstream.JetStream) int {
 	return max(1, s.CachedInfo().Config.Replicas)
 }
 
-// Ensure runs a create-or-update of a stream or bucket, trying again when
-// another process created it between the check and the create: services
-// starting together on a fresh server race to declare the same things.
-func Ensure[T any](create func() (T, error)) (T, error) {
+// ensurePatience is how long Ensure keeps asking a server that does not
+// answer: a JetStream server starting, or one busy on a slow disk, can
+// take longer than a request's timeout to declare a stream.
+const ensurePatience = time.Minute
+
+// Ensure runs a create-or-update of a stream or bucket. It tries again at
+// once when another process created it between the check and the create
+// (services starting together on a fresh server race to declare the same
+// things), and with backoff when the server did not answer in time.
+func Ensure[T any](ctx context.Context, create func() (T, error)) (T, error) {
 	var v T
 	var err error
-	for range 3 {
+	wait, deadline := 50*time.Millisecond, time.Now().Add(ensurePatience)
+	for raced := 0; ; {
 		v, err = create()
-		if err == nil || !(errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists)) {
+		switch {
+		case err == nil:
+			return v, nil
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists):
+			if raced++; raced == 3 {
+				return v, err
+			}
+			continue
+		case !timedOut(ctx, err):
 			return v, err
+		case time.Now().After(deadline):
+			return v, fmt.Errorf("JetStream did not answer for %s: %w", ensurePatience, err)
 		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
-	return v, err
+}
+
+// timedOut tells a request that went unanswered (JetStream's own per-call
+// timeout) from the caller giving up.
+func timedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
 }

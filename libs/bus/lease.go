@@ -35,7 +35,7 @@ type Lease struct {
 
 // EnsureLeaseBucket creates the lease bucket with the lease TTL.
 func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
-	kv, err := Ensure(func() (jetstream.KeyValue, error) {
+	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1,
 			Replicas: Replicas(ctx, js)})
 	})

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -16,12 +17,25 @@ import (
 // the test ends.
 func NATS(tb testing.TB) *server.Server {
 	tb.Helper()
-	srv, err := StartNATS(tb.TempDir())
+	srv, err := StartNATS(storeDir(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// storeDir is a temporary directory in memory where the machine has one:
+// a test's stream need not survive the machine, and on a disk its fsyncs
+// queue behind every other test's (PostgreSQL's included), which once
+// held a stream's creation past JetStream's request timeout.
+func storeDir(tb testing.TB) string {
+	dir, err := os.MkdirTemp("/dev/shm", "jetqueue-nats-")
+	if err != nil {
+		return tb.TempDir()
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // StartNATS starts an embedded JetStream server storing under dir, on a

@@ -121,7 +121,7 @@ func workloadRequest(method, verb string) func(*nats.Msg) (*http.Request, error)
 // jq.rejected.<ce-id token>. A submission stays in the stream until ingest
 // has handled it, so none is lost while ingest is down.
 func (s *Server) consumeSubmissions(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, h http.Handler) error {
-	st, err := bus.Ensure(func() (jetstream.Stream, error) {
+	st, err := bus.Ensure(ctx, func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
 			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
 			Replicas: bus.Replicas(ctx, js)})
