@@ -80,16 +80,20 @@ func TestNATSRequestReplyAnswersLikeHTTP(t *testing.T) {
 // jq.rejected.<ce-id token> with the HTTP error body.
 func TestDurableSubmitIsNeverLost(t *testing.T) {
 	s := start(t)
-	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
-	s.stopIngest()
 	nc := s.natsConn()
 	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A submitter may publish as soon as ingest is ready.
+	if _, err := js.Stream(ctx, ingest.SubmitStream); err != nil {
+		t.Fatalf("ingest is ready but %s is not there: %v", ingest.SubmitStream, err)
+	}
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
+	s.stopIngest()
 	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("bad-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	publish := func(id string, body []byte) {
 		m := nats.NewMsg("jq.submit.team")
 		m.Header.Set(events.HeaderSpecVersion, "1.0")

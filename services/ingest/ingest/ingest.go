@@ -141,6 +141,10 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		leader = bus.NewLeadership(leases, "kube-bridge", "ingest-"+nuid.Next(), bridgeLeaseTTL)
 	}
+	submissions, err := ensureSubmissions(ctx, js)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
@@ -163,7 +167,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.consumeSubmissions(pctx, js, nc, handler); err != nil {
+		if err := s.consumeSubmissions(pctx, submissions, nc, handler); err != nil {
 			errc <- err
 		}
 	}()

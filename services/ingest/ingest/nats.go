@@ -116,23 +116,26 @@ func workloadRequest(method, verb string) func(*nats.Msg) (*http.Request, error)
 	}
 }
 
-// consumeSubmissions drains JQ_SUBMIT: each CloudEvent is submitted as if
-// posted with its ce-id as Idempotency-Key; an invalid one is answered on
-// jq.rejected.<ce-id token>. A submission stays in the stream until ingest
-// has handled it, so none is lost while ingest is down.
-func (s *Server) consumeSubmissions(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, h http.Handler) error {
+// ensureSubmissions declares JQ_SUBMIT and ingest's consumer on it. Ingest
+// does so before it reports ready, so that a submitter who waited for it
+// never publishes to a stream that does not exist yet.
+func ensureSubmissions(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
 	st, err := bus.Ensure(ctx, func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
 			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
 			Replicas: bus.Replicas(ctx, js)})
 	})
 	if err != nil {
-		return fmt.Errorf("ensure %s: %w", SubmitStream, err)
+		return nil, fmt.Errorf("ensure %s: %w", SubmitStream, err)
 	}
-	c, err := bus.EnsureConsumer(ctx, st, bus.ConsumerOptions{Durable: "ingest", MaxDeliver: -1})
-	if err != nil {
-		return err
-	}
+	return bus.EnsureConsumer(ctx, st, bus.ConsumerOptions{Durable: "ingest", MaxDeliver: -1})
+}
+
+// consumeSubmissions drains JQ_SUBMIT: each CloudEvent is submitted as if
+// posted with its ce-id as Idempotency-Key; an invalid one is answered on
+// jq.rejected.<ce-id token>. A submission stays in the stream until ingest
+// has handled it, so none is lost while ingest is down.
+func (s *Server) consumeSubmissions(ctx context.Context, c jetstream.Consumer, nc *nats.Conn, h http.Handler) error {
 	for ctx.Err() == nil {
 		msgs, err := bus.Batch(ctx, c, 256, 200*time.Millisecond)
 		if err != nil {
