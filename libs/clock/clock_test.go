@@ -17,19 +17,7 @@ func TestManualClockIsShared(t *testing.T) {
 	srv := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	join := func() *Manual {
-		nc, err := bus.Connect(srv.ClientURL(), "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
-		m, err := NewManual(ctx, js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	join := func() *Manual { return joinClock(ctx, t, srv.ClientURL()) }
 	a, b := join(), join()
 	if !a.Now().Equal(Start) || !b.Now().Equal(Start) {
 		t.Fatalf("start %v %v", a.Now(), b.Now())
@@ -60,19 +48,7 @@ func TestJoiningDuringAnAdvanceSeesIt(t *testing.T) {
 	srv := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	join := func() *Manual {
-		nc, err := bus.Connect(srv.ClientURL(), "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
-		m, err := NewManual(ctx, js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	join := func() *Manual { return joinClock(ctx, t, srv.ClientURL()) }
 	mover := join()
 	for range 30 {
 		joined, advanced := make(chan struct{}), make(chan time.Time)
@@ -101,4 +77,20 @@ func TestJoiningDuringAnAdvanceSeesIt(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+}
+
+// joinClock is one participant: its own connection to the shared clock.
+func joinClock(ctx context.Context, t *testing.T, url string) *Manual {
+	t.Helper()
+	nc, err := bus.Connect(url, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	m, err := NewManual(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
