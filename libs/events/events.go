@@ -79,6 +79,10 @@ func PlacedSubject(namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "placed", Token(namespace), Token(name)}, ".")
 }
 
+// BatchSubject carries batch bookkeeping (BatchSkipped), which is about no
+// workload and must not move any workload's sequence.
+const BatchSubject = SubjectRoot + ".batch"
+
 // ConfigSubject is the subject of one configuration object.
 func ConfigSubject(kind, namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "cfg", Token(kind), Token(namespace), Token(name)}, ".")
@@ -102,6 +106,7 @@ const (
 	Requeued            Type = "io.jetqueue.workload.requeued.v1"
 	Deactivated         Type = "io.jetqueue.workload.deactivated.v1"
 	Placed              Type = "io.jetqueue.workload.placed.v1"
+	BatchSkipped        Type = "io.jetqueue.batch.skipped.v1"
 )
 
 // Event is one CloudEvent: attributes travel as ce-* headers, the payload
@@ -198,6 +203,7 @@ var payloads = map[Type]func() any{
 	Requeued:            func() any { return new(RequeuedData) },
 	Deactivated:         func() any { return new(WorkloadRef) },
 	Placed:              func() any { return new(PlacedData) },
+	BatchSkipped:        func() any { return new(BatchSkippedData) },
 }
 
 // Types lists every event type, for docs and tests.
@@ -249,6 +255,18 @@ type Batch struct {
 
 // String renders the header value.
 func (b Batch) String() string { return fmt.Sprintf("%s/%d", b.ID, b.Size) }
+
+// BatchSkippedData stands in a batch for a member that will never come:
+// its publisher's fence refused it because its subject moved first. It
+// carries the batch header itself, so a consumer counting the batch's
+// members completes it.
+type BatchSkippedData struct {
+	// Event is the id of the event not published, Type its type.
+	Event   string `json:"event"`
+	Type    Type   `json:"type"`
+	Subject string `json:"subject"`
+	Reason  string `json:"reason"`
+}
 
 // ParseBatch reads a ce-jqbatch or JQ-Batch value.
 func ParseBatch(v string) (*Batch, error) {

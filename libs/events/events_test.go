@@ -63,6 +63,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		Requeued:            &RequeuedData{WorkloadRef: ref, Count: 2, Until: t0.Add(time.Minute)},
 		Deactivated:         &ref,
 		Placed:              &PlacedData{WorkloadRef: ref, PodSets: []PodSetPlacement{{Name: "main", Nodes: []NodeScore{{Node: "n1", FitPlus: 72, Scarce: 100, Total: 172}}}}},
+		BatchSkipped:        &BatchSkippedData{Event: "podsready/team-a/w/timeout/1", Type: Evicted, Subject: WorkloadSubject("team-a", "w"), Reason: "moved"},
 	}
 	if len(samples) != len(payloads) {
 		t.Fatalf("%d samples for %d types", len(samples), len(payloads))

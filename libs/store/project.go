@@ -208,6 +208,9 @@ func (b *batch) fold(r Record) error {
 			delete(b.lqs, key{d.Namespace, d.Name})
 		}
 		return nil
+	case *events.BatchSkippedData:
+		// Bookkeeping for batch consumers; no workload changes.
+		return nil
 	}
 	ref, ok := workloadRef(ev)
 	if !ok {

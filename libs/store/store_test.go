@@ -63,6 +63,8 @@ func story() *log {
 	l.submit("ns", "w3")
 	l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w3"), Admission: admission(1000)})
 	l.add(events.WorkloadFinished, &events.WorkloadFinishedData{WorkloadRef: ref("ns", "w1"), Succeeded: true})
+	l.add(events.BatchSkipped, &events.BatchSkippedData{Event: "podsready/ns/w3/timeout/1", Type: events.Evicted,
+		Subject: events.WorkloadSubject("ns", "w3"), Reason: "fenced"})
 	l.add(events.WorkloadDeleted, &events.WorkloadRef{Namespace: "ns", Name: "w2"})
 	return l
 }
@@ -136,8 +138,8 @@ func TestReplayAndRedeliveryChangeNothing(t *testing.T) {
 		t.Errorf("replay changed the projection (-once +twice):\n%s", d)
 	}
 	var hist int
-	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM workload_events`).Scan(&hist); err != nil || hist != len(l.recs)-1 {
-		t.Errorf("history rows %d, want %d (every workload event once)", hist, len(l.recs)-1)
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM workload_events`).Scan(&hist); err != nil || hist != len(l.recs)-2 {
+		t.Errorf("history rows %d, want %d (every workload event once)", hist, len(l.recs)-2)
 	}
 }
 

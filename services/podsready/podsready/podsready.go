@@ -18,7 +18,8 @@
 //   - the end of a backoff: Requeued.
 //
 // Each is fenced on its workload's subject at the sequence the replica
-// saw, so a workload that became ready in the meantime is never evicted.
+// saw, so a workload that became ready in the meantime is never evicted;
+// in a batch, a BatchSkipped stands in for the refused event.
 // The instance then waits to read its own events back before firing
 // again. Only the holder of the shard's lease publishes; its progress mark
 // says up to which time it has acted and when its next timer is due, which
@@ -203,18 +204,25 @@ func (s *Service) fire(ctx context.Context, now time.Time) error {
 	refused := map[string]bool{}
 	for _, ev := range out {
 		ev.Batch = batch
+		var expect *uint64
 		if refused[ev.Subject] {
-			continue
+			ev = Skipped(ev)
+		} else {
+			expect = new(s.onSubj[ev.Subject])
 		}
-		expect := s.onSubj[ev.Subject]
-		seq, _, err := bus.Publish(ctx, s.js, ev, &expect)
+		seq, _, err := bus.Publish(ctx, s.js, ev, expect)
 		if errors.Is(err, bus.ErrConflict) {
 			// The workload moved first (its pods became ready, say): the
-			// replica reads why and decides again.
+			// replica reads why and decides again. In a batch, a stand-in
+			// takes the event's place, so the batch still completes.
 			s.log.Info("workload changed before its timer's event; not published", zap.String("type", string(ev.Type)),
 				zap.String("subject", ev.Subject))
 			refused[ev.Subject] = true
-			continue
+			if batch == nil {
+				continue
+			}
+			ev = Skipped(ev)
+			seq, _, err = bus.Publish(ctx, s.js, ev, nil)
 		}
 		if err != nil {
 			return err
@@ -223,6 +231,13 @@ func (s *Service) fire(ctx context.Context, now time.Time) error {
 		s.await = max(s.await, seq)
 	}
 	return nil
+}
+
+// Skipped is the stand-in for a batch member its fence refused.
+func Skipped(ev events.Event) events.Event {
+	return events.Event{ID: ev.ID + "/skipped", Type: events.BatchSkipped, Source: ev.Source, Time: ev.Time,
+		Subject: events.BatchSubject, Batch: ev.Batch,
+		Data: &events.BatchSkippedData{Event: ev.ID, Type: ev.Type, Subject: ev.Subject, Reason: "its subject moved first"}}
 }
 
 // Events renders a due timer as the events that carry it out. Their ids
