@@ -133,7 +133,7 @@ func TestConsumeDeliversInOrderAndTerminatesPoison(t *testing.T) {
 
 func TestLeaseIsExclusiveAndFenced(t *testing.T) {
 	ctx, js, _ := setup(t)
-	kv, err := EnsureLeaseBucket(ctx, js, time.Minute)
+	kv, _, err := EnsureLeaseBucket(ctx, js, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLeaseIsExclusiveAndFenced(t *testing.T) {
 // bucket TTL, so a standby can take over.
 func TestLeaseExpiresWithoutRenewal(t *testing.T) {
 	ctx, js, _ := setup(t)
-	kv, err := EnsureLeaseBucket(ctx, js, time.Second)
+	kv, _, err := EnsureLeaseBucket(ctx, js, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,3 +198,31 @@ func TestLeaseExpiresWithoutRenewal(t *testing.T) {
 }
 
 func ptr(v uint64) *uint64 { return &v }
+
+// TestLeaseBucketKeepsTheFirstTTL: a service configured with another TTL
+// joins the bucket as it is and renews on the bucket's TTL, so its lease
+// never lapses between renewals and nobody else's TTL changes.
+func TestLeaseBucketKeepsTheFirstTTL(t *testing.T) {
+	ctx, js, _ := setup(t)
+	if _, ttl, err := EnsureLeaseBucket(ctx, js, time.Second); err != nil || ttl != time.Second {
+		t.Fatalf("first: ttl %v, %v", ttl, err)
+	}
+	kv, ttl, err := EnsureLeaseBucket(ctx, js, time.Minute)
+	if err != nil || ttl != time.Second {
+		t.Fatalf("second: ttl %v, %v; want the bucket's 1s", ttl, err)
+	}
+	l := NewLeadership(kv, "shard", "a", ttl)
+	if leading, err := l.Lead(ctx); err != nil || !leading {
+		t.Fatalf("lead: %v %v", leading, err)
+	}
+	defer l.Release()
+	// Three TTLs later the lease is still held: renewed on the bucket's TTL.
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(3 * time.Second):
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Errorf("lease lapsed: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // Leadership is one instance's claim on a shard's lease: a standby keeps
@@ -121,17 +122,21 @@ func (m Member) TTL() time.Duration {
 }
 
 // Join opens the bus for a member and prepares its claim on the shard's
-// lease.
-func (m Member) Join(ctx context.Context, service string) (*Conn, *Leadership, error) {
-	ttl := m.TTL()
+// lease. The lease lives by the bucket's TTL; a member configured with
+// another is told so in the log.
+func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Conn, *Leadership, error) {
 	conn, err := Open(ctx, m.NATSURL, service+"-"+m.Instance, m.Stream)
 	if err != nil {
 		return nil, nil, err
 	}
-	kv, err := EnsureLeaseBucket(ctx, conn.JS, ttl)
+	kv, ttl, err := EnsureLeaseBucket(ctx, conn.JS, m.TTL())
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
+	}
+	if ttl != m.TTL() {
+		log.Warn("the lease bucket's TTL differs from --lease-ttl; the bucket's holds (delete "+LeaseBucket+" to change it)",
+			zap.Duration("bucket", ttl), zap.Duration("configured", m.TTL()))
 	}
 	return conn, NewLeadership(kv, m.Shard, m.Instance, ttl), nil
 }

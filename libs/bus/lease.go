@@ -33,16 +33,35 @@ type Lease struct {
 	revision uint64
 }
 
-// EnsureLeaseBucket creates the lease bucket with the lease TTL.
-func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
+// EnsureLeaseBucket creates the lease bucket with the lease TTL, or joins
+// the existing one, and returns the TTL the bucket has. Every lease in it
+// lapses after the bucket's TTL, so the first creator's TTL holds for all
+// services: a holder must renew on it, not on its own setting, or a
+// longer setting would let its lease lapse between renewals. (Updating
+// the bucket instead would change every other holder's TTL under it.)
+func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
+	replicas := Replicas(ctx, js)
 	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1,
-			Replicas: Replicas(ctx, js)})
+		kv, err := js.KeyValue(ctx, LeaseBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1, Replicas: replicas})
+		}
+		return kv, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure lease bucket: %w", err)
+		return nil, 0, fmt.Errorf("ensure lease bucket: %w", err)
 	}
-	return kv, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lease bucket: %w", err)
+	}
+	// The bucket follows the event stream's replicas, as every bucket does.
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().Config.Replicas != replicas {
+		if kv, err = js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: st.TTL(), History: 1, Replicas: replicas}); err != nil {
+			return nil, 0, fmt.Errorf("lease bucket replicas: %w", err)
+		}
+	}
+	return kv, st.TTL(), nil
 }
 
 // Acquire takes the lease named key for holder, or returns ErrLeaseHeld.

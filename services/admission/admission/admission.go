@@ -102,7 +102,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	conn, leader, err := cfg.Join(ctx, "admission")
+	conn, leader, err := cfg.Join(ctx, rt.Log, "admission")
 	if err != nil {
 		return err
 	}

@@ -135,11 +135,11 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	var leader *bus.Leadership
 	if kube != nil {
-		leases, err := bus.EnsureLeaseBucket(ctx, js, bridgeLeaseTTL)
+		leases, ttl, err := bus.EnsureLeaseBucket(ctx, js, bridgeLeaseTTL)
 		if err != nil {
 			return err
 		}
-		leader = bus.NewLeadership(leases, "kube-bridge", "ingest-"+nuid.Next(), bridgeLeaseTTL)
+		leader = bus.NewLeadership(leases, "kube-bridge", "ingest-"+nuid.Next(), ttl)
 	}
 	submissions, err := ensureSubmissions(ctx, js)
 	if err != nil {

@@ -60,11 +60,11 @@ func TestRefusedBatchMemberIsStoodInFor(t *testing.T) {
 				Flavors: map[corev1.ResourceName]string{"cpu": "default"}, Usage: map[corev1.ResourceName]int64{"cpu": 1000}}}}})
 	}
 
-	leases, err := bus.EnsureLeaseBucket(ctx, conn.JS, time.Minute)
+	leases, ttl, err := bus.EnsureLeaseBucket(ctx, conn.JS, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{log: zap.NewNop(), js: conn.JS, leader: bus.NewLeadership(leases, "podsready-0", "test", time.Minute),
+	s := &Service{log: zap.NewNop(), js: conn.JS, leader: bus.NewLeadership(leases, "podsready-0", "test", ttl),
 		eng: engine.New(), onSubj: map[string]uint64{}}
 	if leading, err := s.leader.Lead(ctx); err != nil || !leading {
 		t.Fatalf("lead: %v %v", leading, err)

@@ -72,7 +72,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	conn, leader, err := cfg.Join(ctx, "podsready")
+	conn, leader, err := cfg.Join(ctx, rt.Log, "podsready")
 	if err != nil {
 		return err
 	}

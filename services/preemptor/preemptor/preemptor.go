@@ -54,7 +54,7 @@ type Service struct {
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
-	conn, leader, err := cfg.Join(ctx, "preemptor")
+	conn, leader, err := cfg.Join(ctx, rt.Log, "preemptor")
 	if err != nil {
 		return err
 	}
