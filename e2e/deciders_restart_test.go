@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,8 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/sim"
 )
@@ -231,28 +236,136 @@ func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 // become ready after admission chose it (the preemptor is down) is not
 // evicted on those stale grounds: the preemptor's fence refuses, admission
 // replays the log and decides again on the new state, and the end state
-// equals the simulator's.
+// equals the simulator's. The same holds when a new admission leader had
+// adopted the request before the victim changed.
 func TestVictimChangedBeforeEvictionIsDecidedAgain(t *testing.T) {
+	for _, newLeader := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new leader %v", newLeader), func(t *testing.T) {
+			t.Parallel()
+			s, sc, want := preemptionRequested(t)
+			if newLeader {
+				s.stopAdmission()
+				s.startAdmission("b")
+				s.waitFor("admission b to lead", func() bool { return s.leaseHolder("admission-0") == "b" })
+			}
+			var victim string
+			s.scan(func(ev events.Event) {
+				if d, ok := ev.Data.(*events.PreemptionRequestedData); ok && victim == "" {
+					victim = d.Victims[0].Namespace + "/" + d.Victims[0].Name
+				}
+			})
+			s.must(http.StatusAccepted, "POST", "/v1/workloads/"+victim+"/podsready", nil)
+			s.startPreemptor("b")
+			s.sync()
+
+			if n := s.eventsPerWorkload(events.Evicted)[victim]; n != 1 {
+				t.Errorf("%s evicted %d times, want once (on the grounds decided after its change)", victim, n)
+			}
+			// Eight preemptions, and the refused one asked again.
+			if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 9 {
+				t.Errorf("%d preemption requests, want 9: the refused one decided again", n)
+			}
+			if peak := s.peakAdmitted(); peak > 8 {
+				t.Errorf("the log shows %d workloads holding quota at once; 8 fit", peak)
+			}
+			s.sameEndAs(sc, want)
+		})
+	}
+}
+
+// TestNewLeaderAdoptsAPreemptionInFlight: admission is replaced after it
+// requested a preemption and before the preemptor evicted anyone. The new
+// leader adopts the request (its engine evicts the victims, and its
+// decisions wait for their evictions) instead of deciding the preemption
+// again, which could choose other victims: one request per preemption,
+// every victim evicted once, and the simulator's end state.
+func TestNewLeaderAdoptsAPreemptionInFlight(t *testing.T) {
 	s, sc, want := preemptionRequested(t)
-	var victim string
-	s.scan(func(ev events.Event) {
-		if d, ok := ev.Data.(*events.PreemptionRequestedData); ok && victim == "" {
-			victim = d.Victims[0].Namespace + "/" + d.Victims[0].Name
-		}
-	})
-	s.must(http.StatusAccepted, "POST", "/v1/workloads/"+victim+"/podsready", nil)
+	s.stopAdmission()
+	s.startAdmission("b")
+	s.waitFor("admission b to lead", func() bool { return s.leaseHolder("admission-0") == "b" })
+	// Once b has read something published after it led, it has decided
+	// at least once as the leader.
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{"name":"probe"}}`))
+	end := s.lastSeq()
+	s.waitFor("admission b to read the log", func() bool { return s.marks()["admission"].Seq >= end })
+	if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 1 {
+		t.Fatalf("%d preemption requests before any eviction, want 1: the new leader decided the preemption again", n)
+	}
 	s.startPreemptor("b")
 	s.sync()
 
-	if n := s.eventsPerWorkload(events.Evicted)[victim]; n != 1 {
-		t.Errorf("%s evicted %d times, want once (on the grounds decided after its change)", victim, n)
+	if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 8 {
+		t.Errorf("%d preemption requests, want 8", n)
 	}
-	// Eight preemptions, and the refused one asked again.
-	if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 9 {
-		t.Errorf("%d preemption requests, want 9: the refused one decided again", n)
+	for i := range 8 {
+		if n := s.eventsPerWorkload(events.Evicted)[fmt.Sprintf("ns/low-%d", i)]; n != 1 {
+			t.Errorf("low-%d evicted %d times, want once", i, n)
+		}
 	}
 	if peak := s.peakAdmitted(); peak > 8 {
 		t.Errorf("the log shows %d workloads holding quota at once; 8 fit", peak)
 	}
 	s.sameEndAs(sc, want)
+}
+
+// leaseHolder is the instance holding a shard's lease ("" if none).
+func (s *system) leaseHolder(shard string) string {
+	s.t.Helper()
+	var holder string
+	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
+		kv, err := js.KeyValue(ctx, bus.LeaseBucket)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if e, err := kv.Get(ctx, shard); err == nil {
+			holder = string(e.Value())
+		}
+	})
+	return holder
+}
+
+// marks are the services' progress marks.
+func (s *system) marks() map[string]bus.Mark {
+	s.t.Helper()
+	var m map[string]bus.Mark
+	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
+		var err error
+		if m, err = bus.ReadMarks(ctx, js); err != nil {
+			s.t.Fatal(err)
+		}
+	})
+	return m
+}
+
+// lastSeq is the sequence of the log's last event.
+func (s *system) lastSeq() uint64 {
+	s.t.Helper()
+	var last uint64
+	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
+		st, err := js.Stream(ctx, events.Stream)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		last = info.State.LastSeq
+	})
+	return last
+}
+
+// withJS runs f on a connection of its own, closed afterwards.
+func (s *system) withJS(f func(context.Context, jetstream.JetStream)) {
+	s.t.Helper()
+	nc, err := bus.Connect(s.nats, "probe")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f(ctx, js)
 }

@@ -76,5 +76,22 @@ func applyEviction(eng *engine.Engine, d *events.EvictedData, now time.Time) {
 	}
 }
 
+// Evictions renders the evictions a preemption request asks for, one per
+// victim in order: what the preemptor publishes, and what an admission
+// leader taking over an unfinished request applies ahead of them. Each
+// happens at the instant the preemption was decided, and its id derives
+// from the request's, so that a repeat is deduplicated.
+func Evictions(req events.Event, d *events.PreemptionRequestedData) []events.Event {
+	out := make([]events.Event, 0, len(d.Victims))
+	for i, v := range d.Victims {
+		preemptor := d.WorkloadRef
+		out = append(out, events.Event{ID: fmt.Sprintf("preemptor/%s/%d", req.ID, i), Type: events.Evicted,
+			Source: "jetqueue/preemptor", Time: req.Time, Subject: events.WorkloadSubject(v.Namespace, v.Name),
+			Data: &events.EvictedData{WorkloadRef: v.WorkloadRef, Reason: engine.EvictedByPreemption,
+				Preemptor: &preemptor, PreemptorCQ: d.ClusterQueue, Kind: v.Kind}})
+	}
+	return out
+}
+
 // Key is a workload's engine key.
 func Key(r events.WorkloadRef) string { return api.NamespacedName(r.Namespace, r.Name) }

@@ -81,6 +81,11 @@ type Service struct {
 	// seen is the latest event time read: decisions are never stamped
 	// before what they answer, even if this clock lags the publisher's.
 	seen time.Time
+	// requested are the evictions another instance's preemption requests
+	// asked for whose victims have not moved since: the preemptor has yet
+	// to publish them. A new leader adopts them rather than deciding the
+	// preemption again, which could choose other victims.
+	requested []events.Event
 }
 
 // decision is an engine decision rendered as its event when it was made,
@@ -146,7 +151,7 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	s.eng = engine.New()
 	s.eng.RecordDecisions()
 	s.onSubj, s.mine, s.last, s.open = map[string]uint64{}, map[string]bool{}, 0, map[string]*openBatch{}
-	s.held, s.awaiting, s.chain = nil, map[string]bool{}, map[string]uint64{}
+	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
 	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
@@ -209,6 +214,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		if ev.Time.After(s.seen) {
 			s.seen = ev.Time
 		}
+		s.resolveRequested(msg.Subject())
 		if s.mine[ev.ID] {
 			delete(s.mine, ev.ID)
 			continue
@@ -225,6 +231,9 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		if ev.Batch != nil {
 			s.batchMember(ev.Batch)
 		}
+		if d, ok := ev.Data.(*events.PreemptionRequestedData); ok {
+			s.noteRequested(ev, d)
+		}
 		if err := s.apply(ev); err != nil {
 			s.log.Warn("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
 		}
@@ -234,6 +243,40 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 
 // apply folds one event into the engine; see replay.Apply.
 func (s *Service) apply(ev events.Event) error { return replay.Apply(s.eng, ev) }
+
+// noteRequested keeps the evictions another instance's preemption request
+// asks for, of the victims still where it chose them.
+func (s *Service) noteRequested(req events.Event, d *events.PreemptionRequestedData) {
+	for i, ev := range replay.Evictions(req, d) {
+		if s.onSubj[ev.Subject] == d.Victims[i].Seq {
+			s.requested = append(s.requested, ev)
+		}
+	}
+}
+
+// resolveRequested forgets a requested eviction once its victim's subject
+// moves: the eviction arrived and is applied as usual, or something else
+// came first and the preemptor's fence will refuse it.
+func (s *Service) resolveRequested(subject string) {
+	if len(s.requested) > 0 {
+		s.requested = slices.DeleteFunc(s.requested, func(ev events.Event) bool { return ev.Subject == subject })
+	}
+}
+
+// adoptRequested takes over the preemptions another leader requested whose
+// evictions are still to come: the engine evicts their victims now, as
+// that leader's did when it chose them, and decisions wait for the
+// evictions, as its did.
+func (s *Service) adoptRequested() {
+	for _, ev := range s.requested {
+		if err := s.apply(ev); err != nil {
+			s.log.Warn("requested eviction not applied", zap.String("subject", ev.Subject), zap.Error(err))
+			continue
+		}
+		s.awaiting[ev.Subject] = true
+	}
+	s.requested = nil
+}
 
 // victimMoved handles an event about a victim whose eviction is awaited,
 // and reports whether it is already applied. The preemptor's Evicted is:
@@ -314,6 +357,7 @@ func (s *Service) lead(ctx context.Context) error {
 // fenced on its workload's subject. A second decision about the same
 // workload in one batch waits for the first one's sequence.
 func (s *Service) decide(ctx context.Context) error {
+	s.adoptRequested()
 	if len(s.awaiting) > 0 {
 		return nil
 	}

@@ -29,8 +29,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
-	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/service"
 )
 
@@ -163,7 +163,7 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		f  jetstream.PubAckFuture
 	}
 	var sent []inflight
-	for i, ev := range Evictions(ev, req) {
+	for i, ev := range replay.Evictions(ev, req) {
 		expect := req.Victims[i].Seq
 		f, err := bus.PublishAsync(s.js, ev, &expect)
 		if err != nil {
@@ -187,19 +187,4 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		}
 	}
 	return nil
-}
-
-// Evictions renders a request's evictions, one per victim in order. Each
-// happens at the instant the preemption was decided, and its id derives
-// from the request's, so that a repeat is deduplicated.
-func Evictions(req events.Event, d *events.PreemptionRequestedData) []events.Event {
-	out := make([]events.Event, 0, len(d.Victims))
-	for i, v := range d.Victims {
-		preemptor := d.WorkloadRef
-		out = append(out, events.Event{ID: fmt.Sprintf("preemptor/%s/%d", req.ID, i), Type: events.Evicted,
-			Source: "jetqueue/preemptor", Time: req.Time, Subject: events.WorkloadSubject(v.Namespace, v.Name),
-			Data: &events.EvictedData{WorkloadRef: v.WorkloadRef, Reason: engine.EvictedByPreemption,
-				Preemptor: &preemptor, PreemptorCQ: d.ClusterQueue, Kind: v.Kind}})
-	}
-	return out
 }
