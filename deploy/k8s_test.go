@@ -355,7 +355,7 @@ func checkRBAC(t *testing.T, r *rendered) {
 	t.Helper()
 	want := map[string][]string{
 		"scorer": {"/nodes get,list,watch", "/pods get,list,watch"},
-		"ingest": {"batch/jobs get,list,watch,patch", "batch/jobs/status patch"},
+		"ingest": {"/events create,patch", "batch/jobs get,list,watch,patch", "batch/jobs/status patch"},
 	}
 	got := map[string][]string{}
 	for _, b := range r.bindings {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/kube/kubefake"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/ingest/bridge"
@@ -116,7 +117,7 @@ func startKube(t *testing.T, manual bool) (*system, *fake.Clientset) {
 	s.startAdmission("a")
 	s.startPreemptor("a")
 	s.startPodsReady("a")
-	kube := fake.NewClientset()
+	kube := kubefake.NewClientset()
 	s.stopIngest = s.startKubeIngest(kube)
 	return s, kube
 }

@@ -24,6 +24,10 @@
 //   - a completed or failed Job finishes its workload; a deleted Job
 //     deletes it.
 //
+// Each of these is recorded as a Kubernetes Event on the Job (Suspended,
+// CreatedWorkload, Started, Stopped, NotQueued), once, on the write that
+// made it.
+//
 // Reconciling only starts once the informer has synced and the follower
 // has caught up with the log, so a restarted bridge acts on the state the
 // log records, never on a partial replay. Every step is idempotent: the
@@ -54,6 +58,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/jetqueue/jetqueue/libs/api"
@@ -118,6 +123,8 @@ type Bridge struct {
 	st    *state
 	queue workqueue.TypedRateLimitingInterface[string]
 	jobs  batchlisters.JobLister
+	// record writes Events on Jobs.
+	record record.EventRecorder
 
 	mu sync.Mutex
 	// done remembers the workload actions posted (finish, podsready,
@@ -148,6 +155,9 @@ func Run(ctx context.Context, cfg Config) error {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jetqueue-kube-bridge"})}
 	defer b.queue.ShutDown()
+	var stopRecording func()
+	b.record, stopRecording = newRecorder(cfg.Kube)
+	defer stopRecording()
 
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = api.QueueNameLabel }))

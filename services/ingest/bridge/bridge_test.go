@@ -102,6 +102,12 @@ func TestJobLifecycle(t *testing.T) {
 	if err := e.kube.BatchV1().Jobs(ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the Job's Events tell its story", e.eventsAre(ns, name, map[string]int32{
+		"Suspended: Suspended until jetqueue admits its workload": 1,
+		"CreatedWorkload: Created Workload: team-a/train":         1,
+		"Started: Admitted by clusterQueue cq":                    2,
+		"Stopped: Workload evicted: PodsReadyTimeout":             1,
+	}))
 	eventually(t, "deleted Job's workload deleted", e.callsAre("delete", "delete team-a/train"))
 	if err := e.callsAre("submit", "submit team-a/train")(); err != nil {
 		t.Error(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/kube/kubefake"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 )
@@ -151,7 +152,7 @@ func newEnv(t *testing.T, objs ...*batchv1.Job) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	kube := fake.NewClientset()
+	kube := kubefake.NewClientset()
 	for _, j := range objs {
 		if _, err := kube.BatchV1().Jobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -308,4 +309,22 @@ func (e *env) jobIs(ns, name string, w jobState) func() error {
 // callsAre checks the calls of one kind made so far.
 func (e *env) callsAre(prefix string, w ...string) func() error {
 	return func() error { return same("calls "+prefix, w, e.api.callsOf(prefix)) }
+}
+
+// eventsAre checks the Events recorded on a Job: "Reason: message" and how
+// often each was recorded.
+func (e *env) eventsAre(ns, name string, want map[string]int32) func() error {
+	return func() error {
+		list, err := e.kube.CoreV1().Events(ns).List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		got := map[string]int32{}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind == "Job" && ev.InvolvedObject.Name == name && ev.Source.Component == eventComponent {
+				got[ev.Reason+": "+ev.Message] += max(ev.Count, 1)
+			}
+		}
+		return same("events of "+ns+"/"+name, want, got)
+	}
 }

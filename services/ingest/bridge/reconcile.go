@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +57,7 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 			})
 		}
 		b.log.Warn("a workload of this name exists that the bridge did not submit; the Job waits until it is deleted", zap.String("job", key))
-		_, err := b.stop(ctx, job)
+		_, err := b.stop(ctx, job, reasonStopped, "Workload "+key+" exists and is not this Job's; waiting until it is deleted")
 		return err
 	}
 	if done, succeeded := finished(job); done {
@@ -70,7 +71,7 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 	}
 	switch {
 	case !known:
-		if job, err = b.stop(ctx, job); err != nil {
+		if job, err = b.stop(ctx, job, reasonSuspended, "Suspended until jetqueue admits its workload"); err != nil {
 			return err
 		}
 		if hasInFlight && inFlight == IdempotencyKey(ns, name, string(job.UID)) {
@@ -82,14 +83,14 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 		// the user's to end.
 		return nil
 	case w.admission == nil:
-		_, err := b.stop(ctx, job)
+		_, err := b.stop(ctx, job, reasonStopped, w.notAdmitted())
 		return err
 	}
 	seq, started := runningSeq(job)
 	if started && seq != w.admittedSeq {
 		// Started under an earlier admission: Kueue stops the Job before
 		// it runs under the next one.
-		if job, err = b.stop(ctx, job); err != nil {
+		if job, err = b.stop(ctx, job, reasonStopped, "Admitted again; restarting under the new admission"); err != nil {
 			return err
 		}
 		started = false
@@ -98,20 +99,25 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 		if !suspended(job) || job.Status.StartTime != nil {
 			// The template only changes on a suspended Job that has not
 			// started (a Job the user unsuspended, say).
-			if job, err = b.stop(ctx, job); err != nil {
+			if job, err = b.stop(ctx, job, reasonStopped, "Stopped before it starts under its admission"); err != nil {
 				return err
 			}
 		}
 		flavors := b.st.flavorSpecs(admittedFlavors(w.admission))
+		startedNow := false
 		_, err := b.patch(ctx, job, func(j *batchv1.Job) error {
+			// Decided on the Job being patched: a retry reads it again.
 			if _, again := runningSeq(j); again {
+				startedNow = false
 				return nil
 			}
+			startedNow = true
 			return start(j, w.admission, w.admittedSeq, flavors)
 		})
-		if err == nil {
+		if err == nil && startedNow {
 			b.log.Info("admitted; Job started", zap.String("job", key), zap.String("clusterQueue", w.admission.ClusterQueue),
 				zap.Strings("flavors", admittedFlavors(w.admission)))
+			b.record.Eventf(job, corev1.EventTypeNormal, reasonStarted, "Admitted by clusterQueue %s", w.admission.ClusterQueue)
 		}
 		return err
 	}
@@ -182,14 +188,18 @@ func (b *Bridge) submit(ctx context.Context, job *batchv1.Job) error {
 	case err != nil:
 		return err
 	case status == http.StatusOK || status == http.StatusAccepted:
-		b.log.Info("Job submitted", zap.String("job", job.Namespace+"/"+job.Name), zap.Int("status", status))
+		b.log.Info("Job submitted", zap.String("job", key), zap.Int("status", status))
+		if status == http.StatusAccepted {
+			b.record.Eventf(job, corev1.EventTypeNormal, reasonCreatedWorkload, "Created Workload: %s", key)
+		}
 		return nil
 	case status == http.StatusBadRequest || status == http.StatusConflict:
 		// Not something a retry mends: the Job is invalid for jetqueue,
 		// or its name is taken. An edit of the Job, or the deletion of
 		// the other workload, queues it again.
-		b.log.Warn("Job not queued", zap.String("job", job.Namespace+"/"+job.Name), zap.Int("status", status),
+		b.log.Warn("Job not queued", zap.String("job", key), zap.Int("status", status),
 			zap.ByteString("answer", answer))
+		b.record.Event(job, corev1.EventTypeWarning, reasonNotQueued, eventMessage(answer))
 		return nil
 	}
 	return fmt.Errorf("submit: status %d: %s", status, answer)
@@ -226,13 +236,25 @@ func workloadPath(ns, name, verb string) string {
 // change while the Job is suspended and not started, this takes up to
 // three writes, as Kueue's: suspend; clear status.startTime; restore the
 // template and drop the annotations. A Job already stopped is not written.
-func (b *Bridge) stop(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+func (b *Bridge) stop(ctx context.Context, job *batchv1.Job, reason, message string) (*batchv1.Job, error) {
 	var err error
+	// The Job read may be stale (the informer lags this bridge's own
+	// writes), so what a write changes is decided on the Job it patches;
+	// the stop is recorded once, on the write that made it.
+	wrote := false
 	if !suspended(job) {
-		if job, err = b.patch(ctx, job, func(j *batchv1.Job) error { j.Spec.Suspend = new(true); return nil }); err != nil {
+		if job, err = b.patch(ctx, job, func(j *batchv1.Job) error {
+			if wrote = !suspended(j); wrote {
+				j.Spec.Suspend = new(true)
+			}
+			return nil
+		}); err != nil {
 			return nil, err
 		}
-		b.log.Info("Job suspended", zap.String("job", job.Namespace+"/"+job.Name))
+		if wrote {
+			b.log.Info("Job suspended", zap.String("job", job.Namespace+"/"+job.Name))
+			b.record.Event(job, corev1.EventTypeNormal, reason, message)
+		}
 	}
 	if job.Status.StartTime != nil {
 		if job, err = b.cfg.Kube.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.MergePatchType,
@@ -243,10 +265,21 @@ func (b *Bridge) stop(ctx context.Context, job *batchv1.Job) (*batchv1.Job, erro
 	if _, started := runningSeq(job); !started {
 		return job, nil
 	}
-	if job, err = b.patch(ctx, job, restore); err != nil {
+	restored := false
+	if job, err = b.patch(ctx, job, func(j *batchv1.Job) error {
+		if _, restored = runningSeq(j); !restored {
+			return nil
+		}
+		return restore(j)
+	}); err != nil {
 		return nil, err
 	}
-	b.log.Info("Job stopped; pod template restored", zap.String("job", job.Namespace+"/"+job.Name))
+	if restored {
+		b.log.Info("Job stopped; pod template restored", zap.String("job", job.Namespace+"/"+job.Name))
+		if !wrote {
+			b.record.Event(job, corev1.EventTypeNormal, reason, message)
+		}
+	}
 	return job, nil
 }
 

@@ -27,6 +27,8 @@ type workload struct {
 	podsReady   bool
 	finished    bool
 	inactive    bool
+	// evictedBy is the reason of the last eviction, for the Job's Event.
+	evictedBy string
 }
 
 // state folds JQ_EVENTS into the latest state of every workload and the
@@ -94,7 +96,7 @@ func (s *state) apply(seq uint64, ev events.Event) string {
 			w.podsReady = true
 		}
 	case events.Evicted:
-		w.admission, w.podsReady = nil, false
+		w.admission, w.podsReady, w.evictedBy = nil, false, ev.Data.(*events.EvictedData).Reason
 	case events.Deactivated:
 		w.admission, w.podsReady, w.inactive = nil, false, true
 	case events.WorkloadFinished:
