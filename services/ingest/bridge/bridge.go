@@ -137,6 +137,11 @@ type Bridge struct {
 	// whose WorkloadSubmitted the follower has not read yet, so that the
 	// Job's own update events do not submit it again meanwhile.
 	submitted map[string]string
+	// refused remembers, per Job, the submission jetqueue refused as
+	// invalid (400), so that the Job's later updates do not post the same
+	// body again (and record the same Warning again); an edit that changes
+	// the body is submitted.
+	refused map[string]string
 }
 
 // Run bridges until ctx ends.
@@ -151,6 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Workers = 4
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Log.Named("kube-bridge"), st: newState(), done: map[action]string{}, submitted: map[string]string{},
+		refused: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jetqueue-kube-bridge"})}
@@ -287,6 +293,8 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 					for _, verb := range verbs {
 						delete(b.done, action{key, verb})
 					}
+					// A name taken is free again.
+					delete(b.refused, key)
 					b.mu.Unlock()
 				}
 				b.queue.Add(key)

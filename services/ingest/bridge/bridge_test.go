@@ -212,7 +212,6 @@ func TestRestartConverges(t *testing.T) {
 func TestForeignWorkload(t *testing.T) {
 	const ns, name = "team-a", "train"
 	e := newEnv(t)
-	e.start()
 	h := map[string][]string{"Idempotency-Key": {"someone-else"}}
 	other := newJob(ns, name, "", 1, nil)
 	other.Spec.Suspend = new(true)
@@ -220,10 +219,13 @@ func TestForeignWorkload(t *testing.T) {
 	if status, _, err := e.api.Do(e.ctx, "POST", "/v1/workloads", h, body); err != nil || status != 202 {
 		t.Fatalf("direct submission: %d %v", status, err)
 	}
+	e.start() // after the submission is in the log, which the bridge reads before it acts
 	if _, err := e.kube.BatchV1().Jobs(ns).Create(e.ctx, newJob(ns, name, "uid-1", 2, userSelector), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the Job waits suspended", e.jobIs(ns, name, stopped))
+	eventually(t, "the Job says why", e.eventsAre(ns, name, map[string]int32{
+		"Suspended: Workload team-a/train exists and is not this Job's; waiting until it is deleted": 1}))
 	if err := e.kube.BatchV1().Jobs(ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +236,26 @@ func TestForeignWorkload(t *testing.T) {
 	eventually(t, "the marker Job submitted", e.callsAre("submit team-a/marker", "submit team-a/marker"))
 	if d := e.api.callsOf("delete"); len(d) != 0 {
 		t.Errorf("the bridge deleted a workload it did not submit: %v", d)
+	}
+}
+
+// TestRefusedJobSaysWhy: a Job jetqueue refuses stays suspended, and a
+// Warning Event on it carries the API's error, field by field.
+func TestRefusedJobSaysWhy(t *testing.T) {
+	const ns, name = "team-a", "bad"
+	e := newEnv(t)
+	e.start()
+	j := newJob(ns, name, "uid-bad", 1, nil)
+	j.Labels[refuseLabel] = "yes"
+	if _, err := e.kube.BatchV1().Jobs(ns).Create(e.ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refusal is told on the Job", e.eventsAre(ns, name, map[string]int32{
+		"Suspended: Suspended until jetqueue admits its workload":                                                         1,
+		"NotQueued: Not queued: spec.podSets[0].template.spec.containers[0].resources.requests.cpu: must be non-negative": 1,
+	}))
+	if s := stateOf(e.job(ns, name)); !s.Suspended {
+		t.Errorf("a refused Job runs: %+v", s)
 	}
 }
 

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ const maxEventMessage = 1024
 
 // eventMessage renders an API error answer ({"errors":[{"message":…}]})
 // as one line.
-func eventMessage(answer []byte) string {
+func eventMessage(status int, answer []byte) string {
 	var body struct {
 		Errors []struct {
 			Field   string `json:"field"`
@@ -67,6 +68,9 @@ func eventMessage(answer []byte) string {
 			}
 		}
 		msg = strings.Join(parts, "; ")
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
 	}
 	if len(msg) > maxEventMessage {
 		msg = msg[:maxEventMessage-3] + "..."

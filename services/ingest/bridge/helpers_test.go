@@ -41,6 +41,9 @@ type fakeAPI struct {
 	live  map[string]string // namespace/name → submission id
 }
 
+// refuseLabel marks a Job the fake API refuses as invalid.
+const refuseLabel = "test.jetqueue.io/refuse"
+
 func submissionID(ns, key string) string { return "submit/" + ns + "/" + key }
 
 func (f *fakeAPI) Do(ctx context.Context, method, path string, header http.Header, body []byte) (int, []byte, error) {
@@ -59,6 +62,9 @@ func (f *fakeAPI) Do(ctx context.Context, method, path string, header http.Heade
 				return http.StatusOK, nil, nil
 			}
 			return http.StatusConflict, nil, nil
+		}
+		if job.Labels[refuseLabel] != "" {
+			return http.StatusBadRequest, []byte(`{"errors":[{"object":"Workload/` + key + `","field":"spec.podSets[0].template.spec.containers[0].resources.requests.cpu","message":"must be non-negative"}]}`), nil
 		}
 		if job.Spec.Suspend == nil || !*job.Spec.Suspend || job.Annotations[AnnotationAdmission] != "" {
 			return http.StatusBadRequest, []byte("the bridge submits the Job suspended, as the user wrote it"), nil

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -57,7 +59,7 @@ func (b *Bridge) reconcile(ctx context.Context, key string) error {
 			})
 		}
 		b.log.Warn("a workload of this name exists that the bridge did not submit; the Job waits until it is deleted", zap.String("job", key))
-		_, err := b.stop(ctx, job, reasonStopped, "Workload "+key+" exists and is not this Job's; waiting until it is deleted")
+		_, err := b.stop(ctx, job, reasonSuspended, "Workload "+key+" exists and is not this Job's; waiting until it is deleted")
 		return err
 	}
 	if done, succeeded := finished(job); done {
@@ -175,7 +177,14 @@ func (b *Bridge) submit(ctx context.Context, job *batchv1.Job) error {
 	// Remembered before the call, since the follower may read the
 	// WorkloadSubmitted (and forget the memo) before the call returns.
 	key := job.Namespace + "/" + job.Name
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:])
 	b.mu.Lock()
+	if b.refused[key] == digest {
+		b.mu.Unlock()
+		return nil
+	}
+	delete(b.refused, key)
 	b.submitted[key] = h.Get("Idempotency-Key")
 	b.mu.Unlock()
 	status, answer, err := b.cfg.API.Do(ctx, http.MethodPost, "/v1/workloads", h, body)
@@ -199,7 +208,10 @@ func (b *Bridge) submit(ctx context.Context, job *batchv1.Job) error {
 		// the other workload, queues it again.
 		b.log.Warn("Job not queued", zap.String("job", key), zap.Int("status", status),
 			zap.ByteString("answer", answer))
-		b.record.Event(job, corev1.EventTypeWarning, reasonNotQueued, eventMessage(answer))
+		b.mu.Lock()
+		b.refused[key] = digest
+		b.mu.Unlock()
+		b.record.Event(job, corev1.EventTypeWarning, reasonNotQueued, eventMessage(status, answer))
 		return nil
 	}
 	return fmt.Errorf("submit: status %d: %s", status, answer)
