@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetqueue/jetqueue/libs/api"
-	"github.com/jetqueue/jetqueue/libs/bus"
-	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
@@ -25,26 +21,7 @@ const workloadJSON = `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","
  "spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`
 
 // streamLen counts the events in JQ_EVENTS.
-func (s *system) streamLen() uint64 {
-	s.t.Helper()
-	nc, err := bus.Connect(s.nats, "probe")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, events.Stream)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return info.State.Msgs
-}
+func (s *system) streamLen() uint64 { return s.streamState().Msgs }
 
 type errorBody struct {
 	Errors []api.FieldError `json:"errors"`

@@ -287,7 +287,7 @@ func TestNewLeaderAdoptsAPreemptionInFlight(t *testing.T) {
 	// Once b has read something published after it led, it has decided
 	// at least once as the leader.
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{"name":"probe"}}`))
-	end := s.lastSeq()
+	end := s.streamState().LastSeq
 	s.waitFor("admission b to read the log", func() bool { return s.marks()["admission"].Seq >= end })
 	if n := total(s.eventsPerWorkload(events.PreemptionRequested)); n != 1 {
 		t.Fatalf("%d preemption requests before any eviction, want 1: the new leader decided the preemption again", n)
@@ -338,10 +338,10 @@ func (s *system) marks() map[string]bus.Mark {
 	return m
 }
 
-// lastSeq is the sequence of the log's last event.
-func (s *system) lastSeq() uint64 {
+// streamState is JQ_EVENTS's state now.
+func (s *system) streamState() jetstream.StreamState {
 	s.t.Helper()
-	var last uint64
+	var state jetstream.StreamState
 	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
 		st, err := js.Stream(ctx, events.Stream)
 		if err != nil {
@@ -351,9 +351,9 @@ func (s *system) lastSeq() uint64 {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		last = info.State.LastSeq
+		state = info.State
 	})
-	return last
+	return state
 }
 
 // withJS runs f on a connection of its own, closed afterwards.
@@ -365,7 +365,7 @@ func (s *system) withJS(f func(context.Context, jetstream.JetStream)) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f(ctx, js)
 }

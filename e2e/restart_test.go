@@ -73,34 +73,28 @@ func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 // scan calls f with every event of the log, in order.
 func (s *system) scan(f func(events.Event)) {
 	s.t.Helper()
-	nc, err := bus.Connect(s.nats, "probe")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for {
-		msgs, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
+		c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		n := 0
-		for m := range msgs.Messages() {
-			n++
-			if ev, err := bus.Decode(m); err == nil {
-				f(ev)
+		for {
+			msgs, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			n := 0
+			for m := range msgs.Messages() {
+				n++
+				if ev, err := bus.Decode(m); err == nil {
+					f(ev)
+				}
+			}
+			if n == 0 {
+				return
 			}
 		}
-		if n == 0 {
-			return
-		}
-	}
+	})
 }
 
 // workloadOf is the workload an event is about.
