@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/embedded"
 	"github.com/jetqueue/jetqueue/libs/service"
-	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 	"github.com/jetqueue/jetqueue/services/podsready/podsready"
@@ -69,7 +69,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	srv, err := testenv.StartNATS(filepath.Join(dir, "nats"))
+	srv, err := embedded.StartNATS(filepath.Join(dir, "nats"))
 	if err != nil {
 		return fmt.Errorf("embedded NATS: %w", err)
 	}
@@ -179,7 +179,7 @@ func devDatabase(ctx context.Context, dir string) (string, func(), error) {
 	if url := os.Getenv("DATABASE_URL"); url != "" {
 		return url, func() {}, nil
 	}
-	admin, stop, err := testenv.StartCluster(ctx, filepath.Join(dir, "postgres"))
+	admin, stop, err := embedded.StartPostgres(ctx, filepath.Join(dir, "postgres"))
 	if err != nil {
 		return "", nil, fmt.Errorf("no DATABASE_URL, and a private PostgreSQL could not start (%v): "+
 			"install the PostgreSQL server (Debian: apt install postgresql) or set DATABASE_URL", err)

@@ -7,9 +7,10 @@ package testenv
 import (
 	"os"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/jetqueue/jetqueue/libs/embedded"
 )
 
 // NATS starts an embedded nats-server with JetStream on a random port,
@@ -17,7 +18,7 @@ import (
 // the test ends.
 func NATS(tb testing.TB) *server.Server {
 	tb.Helper()
-	srv, err := StartNATS(storeDir(tb))
+	srv, err := embedded.StartNATS(storeDir(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -36,27 +37,4 @@ func storeDir(tb testing.TB) string {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
-}
-
-// StartNATS starts an embedded JetStream server storing under dir, on a
-// random local port. The caller shuts it down.
-func StartNATS(dir string) (*server.Server, error) {
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  dir,
-		NoLog:     true,
-		NoSigs:    true,
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		return nil, err
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errNotReady
-	}
-	return srv, nil
 }

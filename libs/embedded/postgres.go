@@ -1,0 +1,82 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// StartPostgres initialises a private PostgreSQL cluster under dir (a new
+// temporary directory when empty, removed on stop) and starts it on a free
+// port with its own socket directory, so that several never collide. It
+// returns an admin URL and a stop function.
+func StartPostgres(ctx context.Context, dir string) (string, func(), error) {
+	bin, err := pgBin()
+	if err != nil {
+		return "", nil, err
+	}
+	temporary := dir == ""
+	if temporary {
+		if dir, err = os.MkdirTemp("", "jq-pg-"); err != nil {
+			return "", nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := ownForServer(dir); err != nil {
+		return "", nil, err
+	}
+	data := filepath.Join(dir, "pgdata")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		out, err := runAs(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8")
+		if err != nil {
+			return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	logFile := filepath.Join(dir, "postgres.log")
+	out, err := runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir), "start")
+	if err != nil {
+		return "", nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+		if temporary {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop, nil
+}
+
+// pgBin finds the newest local PostgreSQL server binaries.
+func pgBin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) == 0 {
+		return "", errors.New("initdb not found")
+	}
+	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
