@@ -257,18 +257,8 @@ waitForPodsReady:
 }
 
 // poll checks until check passes or a deadline, failing with its last
-// error: the bridge converges asynchronously.
+// error: the services and the bridge converge asynchronously.
 func poll(t testing.TB, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 30*time.Second, check)
 }

@@ -253,17 +253,7 @@ func (e *env) editJob(ns, name string, edit func(*batchv1.Job)) {
 // asynchronously.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 10*time.Second, check)
 }
 
 // newJob is a labelled Job as a user writes it.
