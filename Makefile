@@ -5,7 +5,7 @@ GO ?= go
 FUZZTIME ?= 10s
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-e2e lint fmt vet
+.PHONY: build run test unit e2e conformance fuzz bench bench-e2e lint fmt vet chaos
 
 build:
 	@mkdir -p $(BIN)
@@ -32,8 +32,19 @@ e2e:
 conformance:
 	cd cmd/jqctl && $(GO) test -count=1 -run 'TestConformance' -v . | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok)' 
 
+## chaos: the fault-injection suite (e2e/chaos, also part of e2e for 75s) for
+## longer: CHAOS_DURATION of load (default 10m); CHAOS_SEED replays a run.
+chaos:
+	cd e2e && CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -run 'TestChaos$$' -timeout 60m ./chaos
+
+## fuzz: each fuzz target briefly (go test -fuzz takes one target per
+## package per run): decoding, event parsing, the HTTP handlers, the CLI's
+## score vectors.
 fuzz:
-	cd libs && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./api
+	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./api
+	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./events
+	cd services/ingest && $(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZTIME) ./ingest
+	cd cmd/jqctl && $(GO) test -run='^$$' -fuzz='^FuzzScoreVector$$' -fuzztime=$(FUZZTIME) .
 
 bench:
 	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring

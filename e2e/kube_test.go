@@ -12,8 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/kube/kubefake"
@@ -141,13 +144,25 @@ func (s *system) startKubeIngest(kube *fake.Clientset) func() {
 }
 
 // TestKubeBridgeFailsOver: two ingest instances run with the bridge on
-// one cluster; the lease holder acts, and when it stops the other takes
-// over (the second Job is only started if it does). Every Job is
-// submitted once; that alone would hold even with two active bridges,
-// since submissions carry the Job's uid as Idempotency-Key.
+// one cluster, each through a clientset of its own over the same objects,
+// so that every API call is attributed to the instance that made it. Only
+// the holder of the "kube-bridge" lease ever calls the API server (a
+// standby does not even watch); when the holder stops, the lease moves to
+// the other, which takes over (the second Job is only started if it
+// does). Every Job is submitted once.
 func TestKubeBridgeFailsOver(t *testing.T) {
 	s, kube := startKube(t, false)
-	s.startKubeIngest(kube)
+	stops := map[string]func(){"a": s.stopIngest}
+	views := map[string]*fake.Clientset{"a": nil}
+	// startKube's instance uses the shared clientset itself: give the
+	// test two views instead, and stop it at once.
+	s.stopIngest()
+	bases := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		views[name] = kubeView(kube)
+		stops[name] = s.startKubeIngest(views[name])
+		bases[name] = s.base
+	}
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(kubeWorld))
 	ctx := t.Context()
 	jobs := kube.BatchV1().Jobs("team-a")
@@ -167,15 +182,85 @@ func TestKubeBridgeFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the first Job is started", started("first"))
-	s.stopIngest()
+	holder := s.leaseHolder("kube-bridge")
+	if holder == "" {
+		t.Fatal("nobody holds the kube-bridge lease")
+	}
+	// The standby has not called the API server at all so far.
+	acting, standby := onlyOneActs(t, views)
+	// Stop the instance that acted; the lease it held must move.
+	stops[acting]()
+	s.base = bases[standby]
+	before := writes(views[acting])
+	poll(t, "the lease moves to the standby", func() error {
+		if now := s.leaseHolder("kube-bridge"); now == "" || now == holder {
+			return fmt.Errorf("lease held by %q; the stopped holder was %q", now, holder)
+		}
+		return nil
+	})
 	if _, err := jobs.Create(ctx, kubeJob("second"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "the second Job is started by the other ingest", started("second"))
+	if n := writes(views[standby]); n == 0 {
+		t.Error("the new holder started the second Job without a write of its own")
+	}
+	if n := writes(views[acting]); n != before {
+		t.Errorf("the stopped instance wrote %d times after it stopped", n-before)
+	}
 	s.sync()
-	if got := s.eventsPerWorkload(events.WorkloadSubmitted); got["team-a/first"] != 1 || got["team-a/second"] != 1 {
+	if got := s.eventsPerWorkload(events.WorkloadSubmitted); got["team-a/first"] != 1 || got["team-a/second"] != 1 || len(got) != 2 {
 		t.Errorf("submissions %v, want each Job once", got)
 	}
+}
+
+// onlyOneActs finds the one instance that called the API server and
+// fails if the other did too: two bridges acting at once.
+func onlyOneActs(t *testing.T, views map[string]*fake.Clientset) (acting, standby string) {
+	t.Helper()
+	for name, v := range views {
+		if len(v.Actions()) > 0 {
+			if acting != "" {
+				t.Fatalf("both instances called the API server (%s: %d writes, %s: %d writes): the lease did not keep one bridge",
+					acting, writes(views[acting]), name, writes(v))
+			}
+			acting = name
+		} else {
+			standby = name
+		}
+	}
+	if acting == "" || standby == "" {
+		t.Fatalf("acting %q, standby %q", acting, standby)
+	}
+	return acting, standby
+}
+
+// kubeView is a clientset of its own over the objects of shared: every
+// call goes to shared's API, and the view records the calls made through
+// it.
+func kubeView(shared *fake.Clientset) *fake.Clientset {
+	v := fake.NewClientset()
+	v.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := shared.Invokes(a, nil)
+		return true, obj, err
+	})
+	v.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := shared.InvokesWatch(a)
+		return true, w, err
+	})
+	return v
+}
+
+// writes counts the calls through a view that change objects.
+func writes(v *fake.Clientset) int {
+	n := 0
+	for _, a := range v.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			n++
+		}
+	}
+	return n
 }
 
 // kubeJob is a labelled Job of two pods of 1 cpu.

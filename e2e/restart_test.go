@@ -70,28 +70,61 @@ func (s *system) eventsPerWorkload(typ events.Type) map[string]int {
 	return out
 }
 
-// scan calls f with every event of the log, in order.
+// scan calls f with every event of the log, in order, up to the stream's
+// last sequence when it is called: it reads until it has seen that
+// sequence (an empty fetch is no proof of the end), and an event that does
+// not decode fails the test rather than vanishing from the count.
 func (s *system) scan(f func(events.Event)) {
 	s.t.Helper()
+	s.scanWith(f, func(seq uint64, err error) {
+		s.t.Fatalf("event at sequence %d does not decode: %v", seq, err)
+	})
+}
+
+// scanWith is scan that hands an event that does not decode to
+// undecodable, for tests that write such events on purpose.
+func (s *system) scanWith(f func(events.Event), undecodable func(seq uint64, err error)) {
+	s.t.Helper()
 	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
+		st, err := js.Stream(ctx, events.Stream)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		last := info.State.LastSeq
+		if last == 0 {
+			return
+		}
 		c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			s.t.Fatal(err)
 		}
 		for {
-			msgs, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+			msgs, err := c.Fetch(500, jetstream.FetchMaxWait(time.Second))
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			n := 0
 			for m := range msgs.Messages() {
-				n++
-				if ev, err := bus.Decode(m); err == nil {
+				meta, err := m.Metadata()
+				if err != nil {
+					s.t.Fatal(err)
+				}
+				if ev, err := bus.Decode(m); err != nil {
+					undecodable(meta.Sequence.Stream, err)
+				} else {
 					f(ev)
 				}
+				if meta.Sequence.Stream >= last {
+					return
+				}
 			}
-			if n == 0 {
-				return
+			// A fetch that ends empty or with a timeout just asks again;
+			// the context bounds the whole read.
+			if ctx.Err() != nil {
+				s.t.Fatalf("the log up to sequence %d not read: %v", last, ctx.Err())
 			}
 		}
 	})
@@ -141,7 +174,13 @@ func TestAdmissionRestartMidStream(t *testing.T) {
 	if admitted != 50 {
 		t.Errorf("%d admitted, want the 50 that fit", admitted)
 	}
-	for name, n := range s.decisionsPerWorkload() {
+	// Each decision once: exactly 50 QuotaReserved in the whole log, one
+	// per workload.
+	decisions := s.decisionsPerWorkload()
+	if got := total(decisions); got != 50 || len(decisions) != 50 {
+		t.Errorf("%d QuotaReserved events for %d workloads in the log, want 50 for 50", got, len(decisions))
+	}
+	for name, n := range decisions {
 		if n != 1 {
 			t.Errorf("%s admitted %d times in the log", name, n)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"reflect"
 	"sort"
 	"strconv"
@@ -24,6 +25,11 @@ import (
 // "apiVersion". Every decoded object is passed through Default; nothing is
 // validated (call Validate).
 //
+// No string anywhere in a document (values and map keys, in every field)
+// may hold a control character other than tab, line feed and carriage
+// return, or be invalid UTF-8; at most MaxDocuments objects are read, and
+// decoding stops at the first one over.
+//
 // All documents are decoded even when some fail. The objects returned next to
 // a non-nil error are the documents that decoded cleanly, in input order, so
 // a caller may, for example, ignore documents whose only problem is
@@ -33,8 +39,11 @@ func Decode(data []byte) ([]Object, error) {
 	if trimmed := bytes.TrimSpace(data); isJSON(trimmed) {
 		d.document(1, trimmed)
 	} else {
-		for i, doc := range splitYAML(data) {
-			d.yamlDocument(i+1, doc)
+		for n, doc := range yamlDocuments(data) {
+			if d.full {
+				break
+			}
+			d.yamlDocument(n, doc)
 		}
 	}
 	return d.objs, d.errs.orNil()
@@ -43,34 +52,58 @@ func Decode(data []byte) ([]Object, error) {
 type decoder struct {
 	objs []Object
 	errs Errors
+	// count is the number of objects met so far; full is set at the first
+	// one over MaxDocuments, after which nothing more is read.
+	count int
+	full  bool
+}
+
+// admit counts one more object and reports whether it is within
+// MaxDocuments, recording the error for the first one that is not.
+func (d *decoder) admit(where string) bool {
+	if d.full {
+		return false
+	}
+	d.count++
+	if d.count > MaxDocuments {
+		d.full = true
+		d.fail(where, where, "", fmt.Sprintf(tooManyDocsMsg, MaxDocuments))
+		return false
+	}
+	return true
 }
 
 func isJSON(b []byte) bool {
 	return len(b) > 0 && (b[0] == '{' || b[0] == '[') && json.Valid(b)
 }
 
-// splitYAML cuts at lines that consist of "---", optionally followed by
-// blanks or a comment, the same separators kubectl accepts.
-func splitYAML(data []byte) [][]byte {
-	var docs [][]byte
-	start := 0
-	for pos := 0; pos < len(data); {
-		end := bytes.IndexByte(data[pos:], '\n')
-		next := len(data)
-		if end >= 0 {
-			next = pos + end + 1
-		}
-		line := bytes.TrimRight(data[pos:next], "\r\n")
-		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
-			rest = bytes.TrimSpace(rest)
-			if len(rest) == 0 || rest[0] == '#' {
-				docs = append(docs, data[start:pos])
-				start = next
+// yamlDocuments yields the documents (numbered from 1) between lines that
+// consist of "---", optionally followed by blanks or a comment, the same
+// separators kubectl accepts. It is lazy, so a caller that stops early
+// does not pay for the rest of a huge stream.
+func yamlDocuments(data []byte) iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		start, n := 0, 1
+		for pos := 0; pos < len(data); {
+			end := bytes.IndexByte(data[pos:], '\n')
+			next := len(data)
+			if end >= 0 {
+				next = pos + end + 1
 			}
+			line := bytes.TrimRight(data[pos:next], "\r\n")
+			if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
+				rest = bytes.TrimSpace(rest)
+				if len(rest) == 0 || rest[0] == '#' {
+					if !yield(n, data[start:pos]) {
+						return
+					}
+					start, n = next, n+1
+				}
+			}
+			pos = next
 		}
-		pos = next
+		yield(n, data[start:])
 	}
-	return append(docs, data[start:])
 }
 
 // fail records an error; the document's position goes into the message
@@ -86,6 +119,9 @@ func (d *decoder) yamlDocument(n int, doc []byte) {
 	js, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		where := fmt.Sprintf("document %d", n)
+		if !d.admit(where) {
+			return
+		}
 		ref := where
 		if loose, lerr := yaml.YAMLToJSON(doc); lerr == nil {
 			if h, top, herr := readHead(loose); herr == nil {
@@ -111,28 +147,33 @@ func (d *decoder) document(n int, js []byte) {
 	case len(js) == 0 || string(js) == "null":
 		return
 	case js[0] == '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(js, &items); err != nil {
-			d.fail(where, where, "", err.Error())
-			return
-		}
-		d.items(where, items)
+		d.items(where, js)
 	case js[0] == '{':
 		d.object(where, js, true)
 	default:
-		d.fail(where, where, "", "must be an object with apiVersion and kind")
+		if d.admit(where) {
+			d.fail(where, where, "", "must be an object with apiVersion and kind")
+		}
 	}
 }
 
-func (d *decoder) items(where string, items []json.RawMessage) {
-	for i, item := range items {
+// items decodes the elements of a JSON array one at a time, so a huge
+// array is never held in memory whole.
+func (d *decoder) items(where string, array []byte) {
+	err := eachItem(array, func(i int, item json.RawMessage) bool {
 		item = bytes.TrimSpace(item)
 		w := fmt.Sprintf("%s, items[%d]", where, i)
 		if len(item) == 0 || item[0] != '{' {
-			d.fail(w, w, "", "must be an object with apiVersion and kind")
-			continue
+			if d.admit(w) {
+				d.fail(w, w, "", "must be an object with apiVersion and kind")
+			}
+		} else {
+			d.object(w, item, false)
 		}
-		d.object(w, item, false)
+		return !d.full
+	})
+	if err != nil {
+		d.fail(where, where, "", err.Error())
 	}
 }
 
@@ -191,7 +232,13 @@ func stringField(top map[string]json.RawMessage, key string) (string, bool) {
 func (d *decoder) object(where string, js []byte, allowList bool) {
 	h, top, err := readHead(js)
 	if err != nil {
-		d.fail(where, where, "", err.Error())
+		if d.admit(where) {
+			d.fail(where, where, "", err.Error())
+		}
+		return
+	}
+	// A List is not an object of its own: its items are counted.
+	if kind, _ := stringField(top, "kind"); kind != "List" && !d.admit(where) {
 		return
 	}
 	var ok1, ok2 bool
@@ -229,6 +276,10 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 		return
 	}
 	obj := newObject(h.kind)
+	if fld, msg := checkStrings(reflect.TypeOf(obj), js); msg != "" {
+		d.fail(where, ref, fld, msg)
+		return
+	}
 	strict, err := sigsjson.UnmarshalStrict(js, obj)
 	if err != nil {
 		fld := locateDecodeError(reflect.TypeOf(obj), js)
@@ -263,10 +314,10 @@ func (d *decoder) list(where, ref string, h head, js []byte, allowList bool) {
 		return
 	}
 	var l struct {
-		APIVersion string            `json:"apiVersion"`
-		Kind       string            `json:"kind"`
-		Metadata   json.RawMessage   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   json.RawMessage `json:"metadata"`
+		Items      json.RawMessage `json:"items"`
 	}
 	strict, err := sigsjson.UnmarshalStrict(js, &l)
 	if err == nil && len(strict) > 0 {
@@ -276,7 +327,9 @@ func (d *decoder) list(where, ref string, h head, js []byte, allowList bool) {
 		d.fail(where, ref, "", err.Error())
 		return
 	}
-	d.items(where, l.Items)
+	if len(l.Items) > 0 {
+		d.items(where, l.Items)
+	}
 }
 
 var kindAPIVersion = map[string]string{

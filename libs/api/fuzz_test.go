@@ -2,12 +2,19 @@ package api
 
 import (
 	"errors"
+	"math/big"
+	"strings"
 	"testing"
+
+	"gopkg.in/inf.v0"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // FuzzDecode asserts that nothing reachable from untrusted bytes panics:
 // Decode, then Validate, PodRequests, RequestsExceedLimits, JobToWorkload and
-// DeepCopy on whatever decoded, and that errors keep their contract.
+// DeepCopy on whatever decoded, and that errors keep their contract. It also
+// asserts the bounds at the door: never more than MaxDocuments objects, and
+// no valid Workload (or Job turned Workload) whose usage would overflow.
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		singleClusterQueueSetup,
@@ -19,11 +26,29 @@ func FuzzDecode(f *testing.F) {
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
 		"a: &a [*a, *a]\n",
 		"---\n- 1\n---\nnull\n",
+		// Hostile inputs from issue 13: NUL, overflowing amounts, huge
+		// counts, too many documents.
+		workloadJSON(podSetJSON("main", 1, cpuContainer("1"))),
+		strings.Replace(workloadJSON(podSetJSON("main", 1, cpuContainer("1"))), `"a":"ok"`, `"a":"o\u0000k"`, 1),
+		workloadJSON(`{"name":"m","count":1,"template":{"spec":{"containers":[{"name":"c","image":"b\u0000x"}]}}}`),
+		workloadJSON(podSetJSON("main", 1, cpuContainer("1e30"))),
+		workloadJSON(podSetJSON("main", 4, cpuContainer("2305843009213693952m"))),
+		workloadJSON(podSetJSON("a", 1, cpuContainer("9223372036854775807m")), podSetJSON("b", 1, cpuContainer("1m"))),
+		workloadJSON(podSetJSON("main", 2147483647, cpuContainer("1"))),
+		clusterQueueJSON("borrowingLimit", "1e30"),
+		`{"apiVersion":"batch/v1","kind":"Job","metadata":{"namespace":"n","name":"j","labels":{"kueue.x-k8s.io/queue-name":"q"}},"spec":{"parallelism":2147483647,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e15"}}}]}}}}`,
+		// Too many documents, kept small so the fuzzer stays fast (the
+		// limit itself is pinned by TestMaxDocuments).
+		"[" + strings.Repeat("{},", MaxDocuments) + "{}]",
+		strings.Repeat("kind: X\n---\n", MaxDocuments+1),
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, err := Decode(data)
+		if len(objs) > MaxDocuments {
+			t.Fatalf("decoded %d objects, more than MaxDocuments", len(objs))
+		}
 		if err != nil {
 			if errs, ok := err.(Errors); !ok || len(errs) == 0 {
 				t.Fatalf("Decode error %T %v is not a non-empty Errors", err, err)
@@ -44,6 +69,9 @@ func FuzzDecode(f *testing.F) {
 			Default(o)
 			switch x := o.(type) {
 			case *Workload:
+				if verr := Validate(x); verr == nil {
+					assertUsageFits(t, x)
+				}
 				for i := range x.Spec.PodSets {
 					PodRequests(&x.Spec.PodSets[i].Template.Spec)
 					RequestsExceedLimits(&x.Spec.PodSets[i].Template.Spec)
@@ -51,10 +79,46 @@ func FuzzDecode(f *testing.F) {
 				_ = WorkloadPriority(x)
 			case *Job:
 				if wl, err := JobToWorkload(x, classes); err == nil {
-					_ = Validate(wl)
+					if Validate(wl) == nil {
+						assertUsageFits(t, wl)
+					}
 					PodRequests(&wl.Spec.PodSets[0].Template.Spec)
 				}
 			}
 		}
 	})
+}
+
+// assertUsageFits recomputes, independently of validateTotals, what the
+// scheduler will compute for a valid workload, and fails if any step
+// overflows int64 or a count exceeds MaxPodSetCount.
+func assertUsageFits(t *testing.T, wl *Workload) {
+	t.Helper()
+	total := map[corev1.ResourceName]*big.Int{}
+	for i := range wl.Spec.PodSets {
+		ps := &wl.Spec.PodSets[i]
+		if ps.Count < 1 || ps.Count > MaxPodSetCount {
+			t.Fatalf("valid workload with podSet count %d", ps.Count)
+		}
+		for name, q := range podResourceList(&ps.Template.Spec) {
+			if name == ResourcePods {
+				continue
+			}
+			v := q.AsDec()
+			if name == corev1.ResourceCPU {
+				v = new(inf.Dec).Mul(v, inf.NewDec(1000, 0))
+			}
+			n := new(inf.Dec).Round(v, 0, inf.RoundCeil).UnscaledBig()
+			n.Mul(n, big.NewInt(int64(ps.Count)))
+			if total[name] == nil {
+				total[name] = new(big.Int)
+			}
+			total[name].Add(total[name], n)
+		}
+	}
+	for name, v := range total {
+		if !v.IsInt64() {
+			t.Fatalf("valid workload whose total %s request %s overflows int64", name, v)
+		}
+	}
 }

@@ -54,6 +54,13 @@ func validateJob(job *Job) field.ErrorList {
 	if c := job.Spec.Completions; c != nil && *c < 0 {
 		errs = append(errs, field.Invalid(sp.Child("completions"), int64(*c), isNegativeMsg))
 	}
+	if n := jobPodCount(job); n > MaxPodSetCount {
+		fld := sp.Child("parallelism")
+		if c := job.Spec.Completions; c != nil && *c == n {
+			fld = sp.Child("completions")
+		}
+		errs = append(errs, field.Invalid(fld, int64(n), fmt.Sprintf("the pod count min(parallelism, completions) must be less than or equal to %d", MaxPodSetCount)))
+	}
 	if _, err := minParallelism(job); err != nil {
 		errs = append(errs, err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/jetqueue/jetqueue/libs/quota"
 )
 
 // PodRequests returns the per-pod request of a pod spec as Kueue computes it
@@ -18,14 +20,31 @@ import (
 //     (restartPolicy Always) are added to the containers' sum and to every
 //     later init container's request;
 //   - cpu in milli-units, every other resource Quantity.Value() (fractions
-//     round up), after summing, so two 0.5 GPUs count as 1, not 2.
+//     round up), after summing, so two 0.5 GPUs count as 1, not 2; a total
+//     beyond int64 saturates rather than wrapping (see ResourceValue).
 //
 // Not modelled: LimitRange defaults and RuntimeClass overheads (jetqueue has
 // neither object). No "pods" entry is returned (the scheduler adds
 // pods=count itself); zero and negative totals are omitted.
 func PodRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
+	total := podResourceList(spec)
+	out := make(map[corev1.ResourceName]int64, len(total))
+	for name, q := range total {
+		if name == ResourcePods {
+			continue
+		}
+		if v := ResourceValue(name, q); v > 0 {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// podResourceList is the per-pod total of PodRequests as exact quantities,
+// before the conversion to integer units.
+func podResourceList(spec *corev1.PodSpec) corev1.ResourceList {
 	if spec == nil {
-		return map[corev1.ResourceName]int64{}
+		return corev1.ResourceList{}
 	}
 	main := corev1.ResourceList{}
 	for i := range spec.Containers {
@@ -58,26 +77,15 @@ func PodRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
 		}
 	}
 	addTo(total, spec.Overhead)
-
-	out := make(map[corev1.ResourceName]int64, len(total))
-	for name, q := range total {
-		if name == ResourcePods {
-			continue
-		}
-		if v := ResourceValue(name, q); v > 0 {
-			out[name] = v
-		}
-	}
-	return out
+	return total
 }
 
 // ResourceValue converts a quantity to Kueue's integer unit for the resource:
-// milli-units for cpu, Value() (rounded up) otherwise.
+// milli-units for cpu, Value() (rounded up) otherwise. An amount beyond int64
+// saturates (quota.Value), so it exceeds every quota instead of wrapping or
+// reading as 0; Validate refuses such amounts at the door.
 func ResourceValue(name corev1.ResourceName, q resource.Quantity) int64 {
-	if name == corev1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
+	return quota.Value(name, q)
 }
 
 func effectiveRequests(c *corev1.Container) corev1.ResourceList {

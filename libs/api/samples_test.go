@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"go/build"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,20 +106,27 @@ func TestKueueSampleJob(t *testing.T) {
 	}
 }
 
-// TestKueueSiteExamples decodes every example shipped in the Kueue module,
-// when it is in the module cache: each file must either decode or fail only
-// with ErrUnsupportedKind (an explicit refusal), never with another error.
+// TestKueueSiteExamples decodes every example shipped with Kueue v0.6.3
+// (vendored in testdata, see its README): each file must either decode or
+// fail only with ErrUnsupportedKind (an explicit refusal), never with another
+// error. The exact file count guards against a glob that silently matches
+// nothing.
 func TestKueueSiteExamples(t *testing.T) {
-	dir := filepath.Join(build.Default.GOPATH, "pkg", "mod", "sigs.k8s.io", "kueue@v0.6.3", "site", "static", "examples")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("Kueue v0.6.3 sources not in the module cache")
+	const kueueExampleFiles, kueueExampleObjects = 17, 9
+	dir := filepath.Join("testdata", "kueue-v0.6.3", "examples")
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
-	top, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	top, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	files = append(files, top...)
-	if len(files) == 0 {
-		t.Skip("no examples found")
+	if len(files) != kueueExampleFiles {
+		t.Fatalf("found %d example files under %s, want %d", len(files), dir, kueueExampleFiles)
 	}
+	decoded := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -141,6 +147,10 @@ func TestKueueSiteExamples(t *testing.T) {
 				t.Errorf("%s: %v", filepath.Base(f), verr)
 			}
 		}
+		decoded += len(objs)
 		t.Logf("%s: %d objects, %v", filepath.Base(f), len(objs), err)
+	}
+	if decoded != kueueExampleObjects {
+		t.Errorf("decoded %d objects from the examples, want %d", decoded, kueueExampleObjects)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/jetqueue/jetqueue/libs/quota"
 )
 
 // Detail texts shared with Kueue's webhooks, so messages match what a Kueue
@@ -24,7 +26,6 @@ const (
 	notPositiveMsg    = "must be greater than 0"
 	maxRFItems        = 8  // ResourceFlavor nodeLabels / nodeTaints / tolerations (CRD)
 	maxCQItems        = 16 // resourceGroups, coveredResources, flavors (CRD)
-	maxPodSets        = 8  // Workload podSets (CRD)
 	highestUserPrio   = 1000000000
 	systemClassPrefix = "system-"
 )
@@ -160,6 +161,16 @@ func nonNegative(q resource.Quantity, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, q.String(), isNegativeMsg)}
 	}
 	return nil
+}
+
+// quantity is a request, limit or quota amount: non-negative, and exact in
+// the int64 unit the scheduler counts the resource in.
+func quantity(name corev1.ResourceName, q resource.Quantity, p *field.Path) field.ErrorList {
+	if errs := nonNegative(q, p); len(errs) > 0 {
+		return errs
+	}
+	_, exact := quota.ValueExact(name, q)
+	return exactQuantity(name, q.String(), exact, p)
 }
 
 func validateResourceFlavor(rf *ResourceFlavor) field.ErrorList {
@@ -351,10 +362,10 @@ func validateFlavorQuotas(fq FlavorQuotas, covered []corev1.ResourceName, cohort
 		if rq.Name != covered[i] {
 			errs = append(errs, field.Invalid(qp.Child("name"), string(rq.Name), "must match the name in coveredResources"))
 		}
-		errs = append(errs, nonNegative(rq.NominalQuota, qp.Child("nominalQuota"))...)
+		errs = append(errs, quantity(rq.Name, rq.NominalQuota, qp.Child("nominalQuota"))...)
 		if rq.BorrowingLimit != nil {
 			lp := qp.Child("borrowingLimit")
-			errs = append(errs, nonNegative(*rq.BorrowingLimit, lp)...)
+			errs = append(errs, quantity(rq.Name, *rq.BorrowingLimit, lp)...)
 			if cohort == "" {
 				errs = append(errs, field.Invalid(lp, rq.BorrowingLimit.String(), limitIsEmptyMsg))
 			}
@@ -363,7 +374,7 @@ func validateFlavorQuotas(fq FlavorQuotas, covered []corev1.ResourceName, cohort
 		// always apply (Kueue skips them while the alpha gate is off).
 		if rq.LendingLimit != nil {
 			lp := qp.Child("lendingLimit")
-			errs = append(errs, nonNegative(*rq.LendingLimit, lp)...)
+			errs = append(errs, quantity(rq.Name, *rq.LendingLimit, lp)...)
 			if cohort == "" {
 				errs = append(errs, field.Invalid(lp, rq.LendingLimit.String(), limitIsEmptyMsg))
 			}
@@ -420,11 +431,12 @@ func validateWorkload(wl *Workload) field.ErrorList {
 	switch n := len(s.PodSets); {
 	case n == 0:
 		errs = append(errs, field.Required(pp, ""))
-	case n > maxPodSets:
-		errs = append(errs, field.TooMany(pp, n, maxPodSets))
+	case n > MaxPodSets:
+		errs = append(errs, field.TooMany(pp, n, MaxPodSets))
 	}
 	names := map[string]bool{}
 	withMinCount := 0
+	countsOK := true
 	for i := range s.PodSets {
 		ps := &s.PodSets[i]
 		ip := pp.Index(i)
@@ -439,9 +451,16 @@ func validateWorkload(wl *Workload) field.ErrorList {
 			}
 			names[ps.Name] = true
 		}
-		if ps.Count < 1 {
+		countOK := false
+		switch {
+		case ps.Count < 1:
 			errs = append(errs, field.Invalid(ip.Child("count"), int64(ps.Count), "must be greater than or equal to 1"))
+		case ps.Count > MaxPodSetCount:
+			errs = append(errs, field.Invalid(ip.Child("count"), int64(ps.Count), fmt.Sprintf("must be less than or equal to %d", MaxPodSetCount)))
+		default:
+			countOK = true
 		}
+		countsOK = countsOK && countOK
 		if ps.MinCount != nil {
 			withMinCount++
 			// Kueue accepts 0 <= minCount <= count; a minCount of 0 would let
@@ -454,6 +473,10 @@ func validateWorkload(wl *Workload) field.ErrorList {
 	}
 	if withMinCount > 1 {
 		errs = append(errs, field.Invalid(pp, int64(withMinCount), "at most one podSet can use minCount"))
+	}
+	// The totals are only meaningful once every count and amount is.
+	if countsOK && len(errs) == 0 {
+		errs = append(errs, validateTotals(s.PodSets, pp)...)
 	}
 	if s.PriorityClassName != "" {
 		errs = append(errs, dnsSubdomain(s.PriorityClassName, p.Child("priorityClassName"))...)
@@ -491,7 +514,7 @@ func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	for _, name := range sortedKeys(spec.Overhead) {
-		errs = append(errs, nonNegative(spec.Overhead[name], p.Child("overhead").Key(string(name)))...)
+		errs = append(errs, quantity(name, spec.Overhead[name], p.Child("overhead").Key(string(name)))...)
 	}
 	return errs
 }
@@ -507,7 +530,7 @@ func validateContainerResources(r *corev1.ResourceRequirements, p *field.Path) f
 			if name == ResourcePods {
 				errs = append(errs, field.Invalid(kp, string(name), podsReservedMsg))
 			}
-			errs = append(errs, nonNegative(list.rl[name], kp)...)
+			errs = append(errs, quantity(name, list.rl[name], kp)...)
 		}
 	}
 	return errs

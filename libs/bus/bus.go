@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,11 +32,16 @@ func Connect(url, name string) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// DefaultDuplicates is JQ_EVENTS' dedupe window: how long JetStream
+// remembers a Nats-Msg-Id (and so an Idempotency-Key of ingest).
+const DefaultDuplicates = 2 * time.Minute
+
 // StreamOptions are the operator's knobs of JQ_EVENTS.
 type StreamOptions struct {
 	Replicas int
 	MaxAge   time.Duration // 0 keeps events forever
-	// Duplicates is JetStream's dedupe window for Nats-Msg-Id.
+	// Duplicates is JetStream's dedupe window for Nats-Msg-Id; 0 means
+	// DefaultDuplicates.
 	Duplicates time.Duration
 }
 
@@ -51,9 +58,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 		MaxAge:      o.MaxAge,
 		Duplicates:  o.Duplicates,
 		AllowDirect: true,
+		// Atomic batches (PublishAtomic) make a multi-document request
+		// all or nothing; an existing stream gains the flag on update.
+		AllowAtomicPublish: true,
 	}
 	if cfg.Duplicates == 0 {
-		cfg.Duplicates = 2 * time.Minute
+		cfg.Duplicates = DefaultDuplicates
 	}
 	s, err := Ensure(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 	if err != nil {
@@ -79,11 +89,11 @@ const (
 // returns ErrConflict. It returns the stream sequence and whether JetStream
 // dropped it as a duplicate of an earlier publish with the same id.
 func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expectLast *uint64) (seq uint64, duplicate bool, err error) {
-	msg, opts, err := message(ev, expectLast)
+	msg, err := message(ev, expectLast)
 	if err != nil {
 		return 0, false, err
 	}
-	ack, err := js.PublishMsg(ctx, msg, opts...)
+	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, false, publishError(ev, err)
 	}
@@ -94,11 +104,11 @@ func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expec
 // batch of decisions costs one round trip rather than one each; Result
 // reads the outcome.
 func PublishAsync(js jetstream.JetStream, ev events.Event, expectLast *uint64) (jetstream.PubAckFuture, error) {
-	msg, opts, err := message(ev, expectLast)
+	msg, err := message(ev, expectLast)
 	if err != nil {
 		return nil, err
 	}
-	f, err := js.PublishMsgAsync(msg, opts...)
+	f, err := js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, publishError(ev, err)
 	}
@@ -117,29 +127,36 @@ func Result(ctx context.Context, ev events.Event, f jetstream.PubAckFuture) (uin
 	}
 }
 
-func message(ev events.Event, expectLast *uint64) (*nats.Msg, []jetstream.PublishOpt, error) {
+// message renders an event as a JetStream message. The dedupe id and the
+// fence are headers (what jetstream's publish options set too), so that
+// the same message serves a plain and an atomic batch publish.
+func message(ev events.Event, expectLast *uint64) (*nats.Msg, error) {
 	body, err := ev.Body()
 	if err != nil {
-		return nil, nil, fmt.Errorf("encode %s: %w", ev.Type, err)
+		return nil, fmt.Errorf("encode %s: %w", ev.Type, err)
 	}
 	msg := nats.NewMsg(ev.Subject)
 	msg.Data = body
 	for k, v := range ev.Headers() {
 		msg.Header.Set(k, v)
 	}
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(ev.ID)}
+	msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
 	if expectLast != nil {
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(*expectLast))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(*expectLast, 10))
 	}
-	return msg, opts, nil
+	return msg, nil
 }
 
 func publishError(ev events.Event, err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant) {
+	if isConflict(err) {
 		return fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, ErrConflict)
 	}
 	return fmt.Errorf("publish %s on %s: %w", ev.Type, ev.Subject, err)
+}
+
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant)
 }
 
 // Decode parses a stream message into an event.
@@ -191,45 +208,65 @@ func Replicas(ctx context.Context, js jetstream.JetStream) int {
 	return max(1, s.CachedInfo().Config.Replicas)
 }
 
-// ensurePatience is how long Ensure keeps asking a server that does not
-// answer: a JetStream server starting, or one busy on a slow disk, can
-// take longer than a request's timeout to declare a stream.
+// ensurePatience is how long Ensure keeps asking: a JetStream server
+// starting, one busy on a slow disk, or services racing to declare the
+// same stream can take longer than a request's timeout to settle.
 const ensurePatience = time.Minute
 
-// Ensure runs a create-or-update of a stream or bucket. It tries again at
-// once when another process created it between the check and the create
-// (services starting together on a fresh server race to declare the same
-// things), and with backoff when the server did not answer in time.
+// Ensure runs a create-or-update of a stream, bucket or consumer until it
+// succeeds, the error is one that asking again cannot cure, the caller
+// gives up, or ensurePatience has passed. Services start together on a
+// fresh server: each one's create-or-update first asks for an update
+// (not found), then creates, and a create that loses the race to another
+// one is refused (10058 name in use, 10065 subjects overlap while the
+// other's stream is being set up, or a bucket that exists); asked again,
+// it finds the stream and updates it. The waits back off (50 ms doubling
+// to 2 s) with jitter, so racing services do not ask in lockstep.
 func Ensure[T any](ctx context.Context, create func() (T, error)) (T, error) {
-	var v T
-	var err error
 	wait, deadline := 50*time.Millisecond, time.Now().Add(ensurePatience)
-	for raced := 0; ; {
-		v, err = create()
-		switch {
-		case err == nil:
-			return v, nil
-		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists):
-			if raced++; raced == 3 {
-				return v, err
-			}
-			continue
-		case !timedOut(ctx, err):
+	for {
+		v, err := create()
+		if err == nil || !retryable(ctx, err) {
 			return v, err
-		case time.Now().After(deadline):
-			return v, fmt.Errorf("JetStream did not answer for %s: %w", ensurePatience, err)
+		}
+		if time.Now().After(deadline) {
+			return v, fmt.Errorf("JetStream did not settle within %s: %w", ensurePatience, err)
 		}
 		select {
 		case <-ctx.Done():
 			return v, err
-		case <-time.After(wait):
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
 }
 
-// timedOut tells a request that went unanswered (JetStream's own per-call
-// timeout) from the caller giving up.
-func timedOut(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+// raceCodes are the JetStream errors a declaration gets while another
+// process declares the same thing, or while JetStream itself is still
+// coming up (a cluster without a meta leader yet).
+var raceCodes = map[jetstream.ErrorCode]bool{
+	jetstream.JSErrCodeStreamNameInUse:       true, // created under us with other options
+	10065:                                    true, // subjects overlap: the same stream, mid-creation
+	jetstream.JSErrCodeStreamNotFound:        true, // created and not yet visible to the update
+	jetstream.JSErrCodeConsumerNameExists:    true,
+	jetstream.JSErrCodeConsumerExists:        true,
+	jetstream.JSErrCodeConsumerAlreadyExists: true,
+	jetstream.JSErrCodeJetStreamNotEnabled:   true, // the server is still enabling JetStream
+	10008:                                    true, // JetStream system temporarily unavailable
+	10009:                                    true, // cluster cannot handle the request (no leader yet)
+}
+
+// retryable tells an error that may cure itself (see Ensure) from one
+// that will not, and a request that went unanswered from the caller
+// giving up.
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrBucketExists) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && raceCodes[apiErr.ErrorCode]
 }

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/testenv"
 )
 
-// TestEnsureRetriesWhatMaySucceedLater: a declaration that went unanswered
-// or lost a creation race is asked again; any other error returns at once.
+// TestEnsureRetriesWhatMaySucceedLater: a declaration that went unanswered,
+// lost a creation race or found JetStream still starting is asked again
+// until it succeeds; any other error returns at once.
 func TestEnsureRetriesWhatMaySucceedLater(t *testing.T) {
 	permission := errors.New("permissions violation")
+	overlap := &jetstream.APIError{Code: 400, ErrorCode: 10065, Description: "subjects overlap with an existing stream"}
+	notLeader := &jetstream.APIError{Code: 500, ErrorCode: 10009, Description: "JetStream cluster can not handle request"}
 	for _, tc := range []struct {
 		name      string
 		errs      []error // what the server answers, in turn, before success
@@ -23,7 +29,9 @@ func TestEnsureRetriesWhatMaySucceedLater(t *testing.T) {
 		{"answers at once", nil, 1, nil},
 		{"request timed out twice", []error{context.DeadlineExceeded, fmt.Errorf("wrapped: %w", nats.ErrTimeout)}, 3, nil},
 		{"another process created it first", []error{jetstream.ErrStreamNameAlreadyInUse}, 2, nil},
-		{"created under us three times", []error{jetstream.ErrBucketExists, jetstream.ErrBucketExists, jetstream.ErrBucketExists}, 3, jetstream.ErrBucketExists},
+		{"created under us four times", []error{jetstream.ErrBucketExists, jetstream.ErrBucketExists, jetstream.ErrBucketExists, jetstream.ErrBucketExists}, 5, nil},
+		{"subjects overlap while the other creates it", []error{overlap, fmt.Errorf("ensure: %w", overlap)}, 3, nil},
+		{"JetStream still starting", []error{nats.ErrNoResponders, jetstream.ErrJetStreamNotEnabled, notLeader}, 4, nil},
 		{"refused", []error{permission}, 1, permission},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +51,50 @@ func TestEnsureRetriesWhatMaySucceedLater(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEnsureStreamConcurrently: services started together on a fresh
+// server all declare JQ_EVENTS at once (with different options, as an
+// operator's flags may make them) and every one of them gets it.
+func TestEnsureStreamConcurrently(t *testing.T) {
+	const rounds, services = 15, 6
+	ok := 0
+	for round := range rounds {
+		srv := testenv.NATS(t)
+		errs := make(chan error, services)
+		for i := range services {
+			go func() {
+				errs <- ensureFromOwnConnection(srv.ClientURL(), StreamOptions{MaxAge: time.Duration(i%2) * time.Hour})
+			}()
+		}
+		for range services {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: %v", round, err)
+				continue
+			}
+			ok++
+		}
+		srv.Shutdown()
+	}
+	if ok != rounds*services {
+		t.Errorf("%d of %d declarations succeeded", ok, rounds*services)
+	}
+}
+
+func ensureFromOwnConnection(url string, o StreamOptions) error {
+	nc, err := Connect(url, "ensure")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = EnsureStream(ctx, js, o)
+	return err
 }
 
 // TestEnsureStopsWhenTheCallerGivesUp: a timeout of the caller's own

@@ -31,6 +31,8 @@ type Manual struct {
 	kv  jetstream.KeyValue
 	mu  sync.RWMutex
 	now time.Time
+	// moved is closed (and replaced) whenever now moves.
+	moved chan struct{}
 }
 
 // NewManual joins (or starts) the shared manual clock; it follows the key
@@ -45,7 +47,7 @@ func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
 	if _, err := kv.Create(ctx, key, []byte(Start.Format(time.RFC3339Nano))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, fmt.Errorf("start the clock: %w", err)
 	}
-	m := &Manual{kv: kv}
+	m := &Manual{kv: kv, moved: make(chan struct{})}
 	// Read the current time directly, then follow the key from its latest
 	// value on: waiting for the watch's first delivery would hang a service
 	// start on a slow server, and watching updates only would miss an
@@ -79,8 +81,29 @@ func (m *Manual) observe(v []byte) {
 	m.mu.Lock()
 	if t.After(m.now) {
 		m.now = t
+		close(m.moved)
+		m.moved = make(chan struct{})
 	}
 	m.mu.Unlock()
+}
+
+// Await waits until the shared time, as this copy sees it, reaches t (an
+// advance made by another participant may still be on its way here), or
+// ctx ends; it returns the time then, which is never taken from t.
+func (m *Manual) Await(ctx context.Context, t time.Time) time.Time {
+	for {
+		m.mu.RLock()
+		now, moved := m.now, m.moved
+		m.mu.RUnlock()
+		if !now.Before(t) {
+			return now
+		}
+		select {
+		case <-ctx.Done():
+			return now
+		case <-moved:
+		}
+	}
 }
 
 // Now is the shared time as last seen.

@@ -14,8 +14,16 @@ import (
 // StartPostgres initialises a private PostgreSQL cluster under dir (a new
 // temporary directory when empty, removed on stop) and starts it on a free
 // port with its own socket directory, so that several never collide. It
-// returns an admin URL and a stop function.
+// returns an admin URL and a stop function. The stop is immediate (no
+// checkpoint, connections cut), as a crash would be.
 func StartPostgres(ctx context.Context, dir string) (string, func(), error) {
+	return StartPostgresOn(ctx, dir, 0)
+}
+
+// StartPostgresOn is StartPostgres on a given port (0: a free one): a
+// cluster in a kept dir, stopped, starts again where its clients look
+// for it, as a database server restarting after a crash.
+func StartPostgresOn(ctx context.Context, dir string, port int) (string, func(), error) {
 	bin, err := pgBin()
 	if err != nil {
 		return "", nil, err
@@ -39,9 +47,10 @@ func StartPostgres(ctx context.Context, dir string) (string, func(), error) {
 			return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return "", nil, err
+		}
 	}
 	logFile := filepath.Join(dir, "postgres.log")
 	out, err := runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",

@@ -28,6 +28,7 @@ const (
 // passed api.Validate. Changes that may free capacity re-queue the parked
 // workloads of the affected cohorts (kueue-semantics §4.4).
 func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
+	e.changes++
 	switch o := obj.(type) {
 	case *api.ResourceFlavor:
 		old := e.flavors[o.Name]
@@ -99,6 +100,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 // DeleteConfig removes a configuration object by kind and name (namespace
 // for LocalQueue). Missing objects are ErrNotFound.
 func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error {
+	e.changes++
 	switch kind {
 	case api.KindResourceFlavor:
 		if e.flavors[name] == nil {

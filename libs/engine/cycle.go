@@ -24,6 +24,7 @@ type CycleResult struct {
 // PodsReady, no cycle runs at all; once the block lifts, the held head is
 // admitted first with the assignment it was given.
 func (e *Engine) Cycle(now time.Time) CycleResult {
+	e.changes++
 	var res CycleResult
 	if p := e.pinned; p != nil {
 		if e.notReady() {
@@ -147,23 +148,34 @@ func (e *Engine) evict(w *Workload, ev Eviction, now time.Time) {
 // MaxCycles bounds RunToQuiescence; reaching it means a bug, not a load.
 const MaxCycles = 1_000_000
 
-// RunToQuiescence repeats cycles until nothing is admitted and the queues
-// with every pending workload's retry state are back in a state seen since
-// the last admission (FORMAT.md: a retry state may cycle with period two or
-// more). It returns the number of cycles run.
+// RunToQuiescence repeats cycles until nothing is admitted or evicted and
+// the queues with every pending workload's retry state are back in a state
+// seen since the last admission or eviction (FORMAT.md: a retry state may
+// cycle with period two or more). It returns the number of cycles run.
 //
 // The state is fingerprinted as a sum of per-workload hashes, so that a
-// cycle only rehashes its own heads: nothing else changes within a cycle.
+// cycle only rehashes what it touched: its heads, its victims, its
+// admissions, and the parked workloads its evictions sent back to their
+// queues.
 //
 // Admissions and evictions could in principle chase each other forever
 // (kueue#6947's preempt/re-admit ping-pong); whole states, admitted
 // workloads included, are therefore remembered too, and a repeat ends the
-// run instead of looping.
+// run instead of looping. A run ends in a settled state: if nothing has
+// changed since the last run ended, another run changes nothing, so that
+// a service deciding run after run (while evictions it asked for arrive)
+// cannot replay the ping-pong the last run cut short.
 func (e *Engine) RunToQuiescence(now time.Time) int {
+	if e.settled && e.changes == e.settledAt {
+		return 0
+	}
+	defer func() { e.settled, e.settledAt = true, e.changes }()
+	e.queues.DrainUnparked()
 	fp := e.fingerprint()
 	seen := map[uint64]bool{fp: true}
 	whole := map[uint64]bool{fp ^ e.admittedHash: true}
 	for n := 1; n <= MaxCycles; n++ {
+		evictions := len(e.evictions)
 		res := e.Cycle(now)
 		for i := range res.Entries {
 			en := &res.Entries[i]
@@ -175,7 +187,10 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		for _, k := range res.Admitted {
 			fp = e.rehash(fp, k)
 		}
-		if len(res.Admitted) > 0 {
+		for _, k := range e.queues.DrainUnparked() {
+			fp = e.rehash(fp, k)
+		}
+		if len(res.Admitted) > 0 || len(e.evictions) > evictions {
 			if whole[fp^e.admittedHash] {
 				return n
 			}

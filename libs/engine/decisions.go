@@ -66,6 +66,7 @@ func (e *Engine) recordReason(w *Workload) {
 // nothing for a workload that is no longer pending, as when a later event
 // deleted or finished it first.
 func (e *Engine) ApplyAdmission(key string, ad scheduler.Admission, at time.Time) bool {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil || w.Status != Pending {
 		return false
@@ -85,6 +86,7 @@ func (e *Engine) ApplyAdmission(key string, ad scheduler.Admission, at time.Time
 // writer changed the workload first): the workload returns to its queue
 // and is decided again.
 func (e *Engine) Unadmit(key string, now time.Time) error {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil || w.Status != Admitted {
 		return fmt.Errorf("workload %s: %w", key, ErrNotAdmitted)
@@ -98,6 +100,7 @@ func (e *Engine) Unadmit(key string, now time.Time) error {
 // ApplyEviction applies an eviction read back from the event log to a
 // workload that still holds quota; the workload returns to its queue.
 func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil || w.Status != Admitted {
 		return false

@@ -86,6 +86,11 @@ type Engine struct {
 	decisions []Decision
 	// epoch numbers runs to quiescence, for the fingerprint shares.
 	epoch uint64
+	// changes counts calls that change the state from outside a run
+	// (events applied, and Cycle itself); settledAt is its value when the
+	// last run to quiescence ended.
+	changes, settledAt uint64
+	settled            bool
 	// admissionSeq counts admissions, to order those of one instant.
 	admissionSeq uint64
 	// admittedHash sums hashAdmitted over admitted workloads.

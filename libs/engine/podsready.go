@@ -15,6 +15,7 @@ var ErrNotAdmitted = fmt.Errorf("holds no quota")
 // PodsReady records that an admitted workload's pods are all ready, which
 // stops its timeout and may lift blockAdmission.
 func (e *Engine) PodsReady(key string) error {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
@@ -127,6 +128,7 @@ func (e *Engine) FireTimers(now time.Time) {
 // in time; it waits out its backoff until requeueAt (KEP-349). It does
 // nothing to a workload that holds no quota.
 func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time) bool {
+	e.changes++
 	w := e.timedOut(key, now)
 	if w == nil {
 		return false
@@ -143,6 +145,7 @@ func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time)
 // ApplyDeactivation deactivates an admitted workload whose requeues are
 // used up.
 func (e *Engine) ApplyDeactivation(key string, now time.Time) bool {
+	e.changes++
 	w := e.timedOut(key, now)
 	if w == nil {
 		return false
@@ -167,6 +170,7 @@ func (e *Engine) timedOut(key string, now time.Time) *Workload {
 // ApplyRequeue returns a workload whose backoff ended to its queue. It
 // does nothing unless the workload is waiting out a backoff.
 func (e *Engine) ApplyRequeue(key string, now time.Time) bool {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil || !e.waitingBackoff(w) {
 		return false

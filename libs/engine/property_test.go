@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
@@ -70,10 +72,13 @@ func runRandom(t *testing.T, seed uint64) map[string]scheduler.Admission {
 	world := randomWorld(rng)
 	apply(t, e, world)
 	queues := strings.Count(world, "kind: LocalQueue")
+	payloads := map[string]string{}
 	n := 0
 	for step := range 12 {
 		for range rng.IntN(6) {
-			submit(t, e, randomWorkload(rng, fmt.Sprintf("w%d", n), queues))
+			wl := randomWorkload(rng, fmt.Sprintf("w%d", n), queues)
+			submit(t, e, wl)
+			payloads[workloadKey(t, wl)] = wl
 			n++
 		}
 		if step%3 == 2 {
@@ -88,7 +93,7 @@ func runRandom(t *testing.T, seed uint64) map[string]scheduler.Admission {
 			}
 		}
 		e.RunToQuiescence(t0)
-		checkQuota(t, e, world)
+		checkQuota(t, e, world, payloads)
 	}
 	out := map[string]scheduler.Admission{}
 	for k, w := range e.Workloads() {
@@ -99,14 +104,49 @@ func runRandom(t *testing.T, seed uint64) map[string]scheduler.Admission {
 	return out
 }
 
-// checkQuota asserts the limits of nominal, borrowing and lending quota.
-func checkQuota(t *testing.T, e *Engine, world string) {
+// checkQuota asserts the limits of nominal, borrowing and lending quota on
+// usage recomputed independently of the engine's own accounting: from the
+// configuration text and the submitted workload payloads, for the
+// workloads the engine says are admitted, with their flavor assignment
+// and admitted counts. An engine that under-counts usage therefore cannot
+// satisfy it by agreeing with itself.
+func checkQuota(t *testing.T, e *Engine, world string, payloads map[string]string) {
 	t.Helper()
-	snap := e.Snapshot()
-	for name, cq := range snap.ClusterQueues {
-		for fr, u := range cq.Usage {
-			l := cq.Limits[fr]
-			if cq.Cohort == nil && u > l.Nominal {
+	cfg := parseWorld(t, world)
+	usage := map[string]quota.Usage{} // per ClusterQueue
+	for _, key := range sortedKeys(e.Workloads()) {
+		w := e.Workload(key)
+		if w.Status != Admitted {
+			continue
+		}
+		ad := w.Admission
+		cq, ok := cfg.queues[ad.ClusterQueue]
+		if !ok {
+			t.Fatalf("%s admitted to unknown ClusterQueue %q\n%s", key, ad.ClusterQueue, world)
+		}
+		if usage[ad.ClusterQueue] == nil {
+			usage[ad.ClusterQueue] = quota.Usage{}
+		}
+		perPod, counts, minCounts := payloadRequests(t, payloads[key])
+		for _, ps := range ad.PodSets {
+			if ps.Count < minCounts[ps.Name] || ps.Count > counts[ps.Name] {
+				t.Fatalf("%s podSet %s admitted with %d pods, allowed %d..%d", key, ps.Name, ps.Count, minCounts[ps.Name], counts[ps.Name])
+			}
+			flavor, ok := ps.Flavors[corev1.ResourceCPU]
+			if !ok {
+				t.Fatalf("%s podSet %s admitted without a cpu flavor: %v", key, ps.Name, ps.Flavors)
+			}
+			fr := quota.FlavorResource{Flavor: flavor, Resource: corev1.ResourceCPU}
+			if _, ok := cq.limits[fr]; !ok {
+				t.Fatalf("%s admitted on %v, which ClusterQueue %s does not have", key, fr, ad.ClusterQueue)
+			}
+			usage[ad.ClusterQueue][fr] += perPod[ps.Name] * int64(ps.Count)
+		}
+	}
+	for name, cq := range cfg.queues {
+		for fr, u := range usage[name] {
+			l := cq.limits[fr]
+			if cq.cohort == "" && u > l.Nominal {
 				t.Fatalf("%s uses %d of %v without a cohort, nominal %d\n%s", name, u, fr, l.Nominal, world)
 			}
 			if l.BorrowingLimit != nil && u > l.Nominal+*l.BorrowingLimit {
@@ -114,19 +154,121 @@ func checkQuota(t *testing.T, e *Engine, world string) {
 			}
 		}
 	}
-	for name, co := range snap.Cohorts {
-		above := quota.Usage{}
-		for _, m := range co.Members {
-			for fr, u := range m.Usage {
-				above[fr] += max(0, u-m.Limits[fr].Guaranteed())
+	for _, cohort := range cfg.cohorts() {
+		total, nominal, above, lendable := quota.Usage{}, quota.Usage{}, quota.Usage{}, quota.Usage{}
+		for name, cq := range cfg.queues {
+			if cq.cohort != cohort {
+				continue
+			}
+			for fr, l := range cq.limits {
+				nominal[fr] += l.Nominal
+				lendable[fr] += l.Lendable()
+				u := usage[name][fr]
+				total[fr] += u
+				above[fr] += max(0, u-l.Guaranteed())
 			}
 		}
-		for fr, u := range above {
-			if u > co.Requestable[fr] {
-				t.Fatalf("cohort %s: usage above guarantees %d of %v exceeds what members lend (%d)\n%s", name, u, fr, co.Requestable[fr], world)
+		for fr, u := range total {
+			if u > nominal[fr] {
+				t.Fatalf("cohort %s uses %d of %v, more than its members' nominal quota %d\n%s", cohort, u, fr, nominal[fr], world)
+			}
+			if above[fr] > lendable[fr] {
+				t.Fatalf("cohort %s: usage above guarantees %d of %v exceeds what members lend (%d)\n%s", cohort, above[fr], fr, lendable[fr], world)
 			}
 		}
 	}
+}
+
+// world is the quota configuration as the property test reads it from the
+// YAML itself, not from the engine.
+type world struct {
+	queues map[string]worldQueue
+}
+
+type worldQueue struct {
+	cohort string
+	limits map[quota.FlavorResource]quota.Limits
+}
+
+func (w world) cohorts() []string {
+	seen := map[string]bool{}
+	for _, cq := range w.queues {
+		if cq.cohort != "" {
+			seen[cq.cohort] = true
+		}
+	}
+	return sortedKeys(seen)
+}
+
+func parseWorld(t *testing.T, text string) world {
+	t.Helper()
+	objs, err := api.Decode([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := world{queues: map[string]worldQueue{}}
+	for _, o := range objs {
+		cq, ok := o.(*api.ClusterQueue)
+		if !ok {
+			continue
+		}
+		q := worldQueue{cohort: cq.Spec.Cohort, limits: map[quota.FlavorResource]quota.Limits{}}
+		for _, rg := range cq.Spec.ResourceGroups {
+			for _, f := range rg.Flavors {
+				for _, r := range f.Resources {
+					l := quota.Limits{Nominal: r.NominalQuota.MilliValue()}
+					if r.BorrowingLimit != nil {
+						l.BorrowingLimit = ptr(r.BorrowingLimit.MilliValue())
+					}
+					if r.LendingLimit != nil {
+						l.LendingLimit = ptr(r.LendingLimit.MilliValue())
+					}
+					q.limits[quota.FlavorResource{Flavor: f.Name, Resource: r.Name}] = l
+				}
+			}
+		}
+		w.queues[cq.Name] = q
+	}
+	return w
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// payloadRequests reads a submitted workload's per-pod cpu (milli-units,
+// summed over its containers), count and minCount per podSet.
+func payloadRequests(t *testing.T, text string) (perPod map[string]int64, counts, minCounts map[string]int32) {
+	t.Helper()
+	wl := decodeWorkload(t, text)
+	perPod, counts, minCounts = map[string]int64{}, map[string]int32{}, map[string]int32{}
+	for _, ps := range wl.Spec.PodSets {
+		for _, c := range ps.Template.Spec.Containers {
+			cpu := c.Resources.Requests[corev1.ResourceCPU]
+			perPod[ps.Name] += cpu.MilliValue()
+		}
+		counts[ps.Name], minCounts[ps.Name] = ps.Count, ps.Count
+		if ps.MinCount != nil {
+			minCounts[ps.Name] = *ps.MinCount
+		}
+	}
+	return perPod, counts, minCounts
+}
+
+func decodeWorkload(t *testing.T, text string) *api.Workload {
+	t.Helper()
+	objs, err := api.Decode([]byte(text))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("payload: %v (%d objects)", err, len(objs))
+	}
+	wl, ok := objs[0].(*api.Workload)
+	if !ok {
+		t.Fatalf("payload is a %T", objs[0])
+	}
+	return wl
+}
+
+func workloadKey(t *testing.T, text string) string {
+	wl := decodeWorkload(t, text)
+	return wl.Namespace + "/" + wl.Name
 }
 
 func TestPropertyUsageNeverExceedsLimits(t *testing.T) {

@@ -19,6 +19,7 @@ var ErrExists = fmt.Errorf("already exists")
 // to its ClusterQueue through its LocalQueue; a workload whose LocalQueue
 // or ClusterQueue does not exist yet waits until it does.
 func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) {
+	e.changes++
 	key := api.NamespacedName(wl.Namespace, wl.Name)
 	if e.workloads[key] != nil {
 		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
@@ -118,6 +119,7 @@ func (e *Engine) reroute(now time.Time) {
 
 // Finish marks a workload finished, releasing its quota if it holds any.
 func (e *Engine) Finish(key string, now time.Time) error {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
@@ -133,6 +135,7 @@ func (e *Engine) Finish(key string, now time.Time) error {
 
 // Delete removes a workload, releasing its quota if it holds any.
 func (e *Engine) Delete(key string, now time.Time) error {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
@@ -177,6 +180,7 @@ func (e *Engine) release(w *Workload, now time.Time) {
 // SetPriority changes a workload's priority; a pending workload is
 // re-sorted and, if parked, tried again.
 func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
+	e.changes++
 	w := e.workloads[key]
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)

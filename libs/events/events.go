@@ -79,7 +79,7 @@ func PlacedSubject(namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "placed", Token(namespace), Token(name)}, ".")
 }
 
-// BatchSubject carries batch bookkeeping (BatchSkipped), which is about no
+// BatchSubject carries batch bookkeeping (BatchSkipped, BatchClosed), which is about no
 // workload and must not move any workload's sequence.
 const BatchSubject = SubjectRoot + ".batch"
 
@@ -107,6 +107,7 @@ const (
 	Deactivated         Type = "io.jetqueue.workload.deactivated.v1"
 	Placed              Type = "io.jetqueue.workload.placed.v1"
 	BatchSkipped        Type = "io.jetqueue.batch.skipped.v1"
+	BatchClosed         Type = "io.jetqueue.batch.closed.v1"
 )
 
 // Event is one CloudEvent: attributes travel as ce-* headers, the payload
@@ -204,6 +205,7 @@ var payloads = map[Type]func() any{
 	Deactivated:         func() any { return new(WorkloadRef) },
 	Placed:              func() any { return new(PlacedData) },
 	BatchSkipped:        func() any { return new(BatchSkippedData) },
+	BatchClosed:         func() any { return new(BatchClosedData) },
 }
 
 // Types lists every event type, for docs and tests.
@@ -241,6 +243,11 @@ type WorkloadSubmittedData struct {
 	WorkloadRef
 	Workload  json.RawMessage `json:"workload"`
 	CreatedAt time.Time       `json:"createdAt"`
+	// RequestDigest identifies the document the client sent (before any
+	// conversion or defaulting), so that a retry under the same
+	// Idempotency-Key is told from another submission reusing the key.
+	// Events written before it existed have none.
+	RequestDigest string `json:"requestDigest,omitempty"`
 }
 
 // Batch groups events a client sent as one unit (several workloads in one
@@ -268,17 +275,64 @@ type BatchSkippedData struct {
 	Reason  string `json:"reason"`
 }
 
-// ParseBatch reads a ce-jqbatch or JQ-Batch value.
+// BatchClosedData gives up on a batch whose members stopped arriving (its
+// sender died midway, or lied about its size): admission publishes it once
+// the batch has waited its limit, and from its place in the log on, the
+// members that did arrive are decided without the rest. Being a fact in
+// the log, not a timer, it makes every replay decide the same.
+type BatchClosedData struct {
+	Batch   string `json:"batch"`
+	Missing int    `json:"missing"`
+}
+
+// Limits of a batch. A batch holds back the decisions about its members
+// until all have arrived, so a client may announce no more members than
+// one request can carry (ingest's document limit, and JetStream's atomic
+// batch limit); the id is an opaque token, bounded like JetStream's own
+// batch ids.
+const (
+	MaxBatchSize     = 1000
+	MaxBatchIDLength = 64
+)
+
+// ParseBatch reads a ce-jqbatch value: "<id>/<size>", the id at most
+// MaxBatchIDLength bytes of letters, digits and "._:/-", the size a
+// positive integer. Batches jetqueue's own services form (one instant's
+// timers) may be larger than a client's; ParseClientBatch bounds those.
 func ParseBatch(v string) (*Batch, error) {
 	i := strings.LastIndexByte(v, '/')
 	if i <= 0 {
-		return nil, fmt.Errorf("batch %q: want <id>/<size>", v)
+		return nil, fmt.Errorf("batch %.80q: want <id>/<size>", v)
+	}
+	id := v[:i]
+	if len(id) > MaxBatchIDLength {
+		return nil, fmt.Errorf("batch id of %d bytes: at most %d", len(id), MaxBatchIDLength)
+	}
+	if j := strings.IndexFunc(id, func(r rune) bool { return !batchIDRune(r) }); j >= 0 {
+		return nil, fmt.Errorf("batch id %q: character %q not allowed (letters, digits and ._:/- are)", id, id[j:j+1])
 	}
 	n, err := strconv.Atoi(v[i+1:])
 	if err != nil || n < 1 {
-		return nil, fmt.Errorf("batch %q: size must be a positive integer", v)
+		return nil, fmt.Errorf("batch %.80q: size must be a positive integer", v)
 	}
-	return &Batch{ID: v[:i], Size: n}, nil
+	return &Batch{ID: id, Size: n}, nil
+}
+
+// ParseClientBatch reads a JQ-Batch header: ParseBatch, and a size of at
+// most MaxBatchSize.
+func ParseClientBatch(v string) (*Batch, error) {
+	b, err := ParseBatch(v)
+	if err != nil {
+		return nil, err
+	}
+	if b.Size > MaxBatchSize {
+		return nil, fmt.Errorf("batch of %d: at most %d", b.Size, MaxBatchSize)
+	}
+	return b, nil
+}
+
+func batchIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:/-", r)
 }
 
 // PriorityChangedData is a new spec.priority.
@@ -353,11 +407,15 @@ type PlacedData struct {
 }
 
 // PodSetPlacement is the chosen nodes of one podSet, or why none fit.
+// Unranked counts the podSet's pods beyond the scorer's ranking budget
+// (the scorer's MaxRankedPods per workload), which it leaves to the node
+// scheduler, so that an event stays small whatever the pod count.
 type PodSetPlacement struct {
-	Name   string      `json:"name"`
-	Nodes  []NodeScore `json:"nodes,omitempty"`
-	Reason string      `json:"reason,omitempty"`
-	Filter string      `json:"filter,omitempty"`
+	Name     string      `json:"name"`
+	Nodes    []NodeScore `json:"nodes,omitempty"`
+	Reason   string      `json:"reason,omitempty"`
+	Filter   string      `json:"filter,omitempty"`
+	Unranked int32       `json:"unranked,omitempty"`
 }
 
 // NodeScore is one pod's node and its scores.

@@ -64,6 +64,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		Deactivated:         &ref,
 		Placed:              &PlacedData{WorkloadRef: ref, PodSets: []PodSetPlacement{{Name: "main", Nodes: []NodeScore{{Node: "n1", FitPlus: 72, Scarce: 100, Total: 172}}}}},
 		BatchSkipped:        &BatchSkippedData{Event: "podsready/team-a/w/timeout/1", Type: Evicted, Subject: WorkloadSubject("team-a", "w"), Reason: "moved"},
+		BatchClosed:         &BatchClosedData{Batch: "step-3", Missing: 2},
 	}
 	if len(samples) != len(payloads) {
 		t.Fatalf("%d samples for %d types", len(samples), len(payloads))
@@ -117,4 +118,43 @@ func with(h map[string]string, k, v string) map[string]string {
 	}
 	out[k] = v
 	return out
+}
+
+// TestBatchLimits: a batch header is an id of bounded length and charset
+// and a positive size; a client's may announce at most MaxBatchSize
+// members (JQ-Batch: evil/1000000 would hold decisions for everyone).
+func TestBatchLimits(t *testing.T) {
+	id64 := strings.Repeat("a", MaxBatchIDLength)
+	for _, tc := range []struct {
+		v              string
+		log, fromUsers bool // accepted in the log, from a client
+	}{
+		{"b-1/1", true, true},
+		{"podsready/1767225600000000000/3", true, true},
+		{"nuid.X_y:z/1000", true, true},
+		{"evil/1001", true, false},
+		{"evil/1000000", true, false},
+		{id64 + "/2", true, true},
+		{id64 + "a/2", false, false},
+		{"ev il/2", false, false},
+		{"a\x00b/2", false, false},
+		{"é/2", false, false},
+		{"/2", false, false},
+		{"a/0", false, false},
+		{"a/-1", false, false},
+		{"a/99999999999999999999999", false, false},
+		{"a", false, false},
+	} {
+		_, err := ParseBatch(tc.v)
+		if (err == nil) != tc.log {
+			t.Errorf("ParseBatch(%q): err %v, want accepted %v", tc.v, err, tc.log)
+		}
+		b, err := ParseClientBatch(tc.v)
+		if (err == nil) != tc.fromUsers {
+			t.Errorf("ParseClientBatch(%q): err %v, want accepted %v", tc.v, err, tc.fromUsers)
+		}
+		if err == nil && b.String() != tc.v {
+			t.Errorf("ParseClientBatch(%q) renders back as %q", tc.v, b.String())
+		}
+	}
 }

@@ -94,6 +94,8 @@ func (c *ClusterQueue) Parked(key string) bool { _, ok := c.parked[key]; return 
 // Manager routes pending workloads to their ClusterQueue.
 type Manager struct {
 	queues map[string]*ClusterQueue
+	// unparked are the workloads moved back from parked, for DrainUnparked.
+	unparked []string
 }
 
 // NewManager returns an empty manager.
@@ -201,27 +203,38 @@ func (m *Manager) QueueInadmissible(cq string, now time.Time) {
 		return
 	}
 	if q.Cohort == "" {
-		q.requeueParked(now)
+		m.unparked = q.requeueParked(now, m.unparked)
 		return
 	}
 	for _, name := range sortedNames(m.queues) {
 		if other := m.queues[name]; other.Cohort == q.Cohort {
-			other.requeueParked(now)
+			m.unparked = other.requeueParked(now, m.unparked)
 		}
 	}
 }
 
-func (c *ClusterQueue) requeueParked(now time.Time) {
+// DrainUnparked returns the workloads QueueInadmissible moved from parked
+// back to their heaps since the last call: a run to quiescence must
+// count them as changed.
+func (m *Manager) DrainUnparked() []string {
+	out := m.unparked
+	m.unparked = nil
+	return out
+}
+
+func (c *ClusterQueue) requeueParked(now time.Time, moved []string) []string {
 	c.inadmissibleCycle = c.popCycle
 	for key, e := range c.parked {
 		if c.Selector == nil || !c.Selector.Matches(e.Workload.NamespaceLabels) || !c.backoffOver(e, now) {
 			continue
 		}
+		moved = append(moved, key)
 		delete(c.parked, key)
 		if !c.heap.has(key) {
 			c.heap.upsert(e)
 		}
 	}
+	return moved
 }
 
 // NextBackoff returns the earliest NotBefore among parked workloads after

@@ -6,6 +6,7 @@ package quota
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,23 +30,37 @@ func (a FlavorResource) Compare(b FlavorResource) int {
 // Usage is an amount per cell. A missing cell is zero.
 type Usage map[FlavorResource]int64
 
-// Add adds o into u.
-func (u Usage) Add(o Usage) {
+// Add adds o into u. A cell whose sum does not fit int64 saturates, so it
+// reads as full rather than wrapping to a small or negative amount; ok is
+// false when that happened.
+func (u Usage) Add(o Usage) (ok bool) {
+	ok = true
 	for k, v := range o {
-		u[k] += v
+		s, fits := AddInt(u[k], v)
+		if !fits {
+			s, ok = SatAdd(u[k], v), false
+		}
+		u[k] = s
 	}
+	return ok
 }
 
 // Sub subtracts o from u, dropping cells that reach zero so that equal
-// usages compare equal.
-func (u Usage) Sub(o Usage) {
+// usages compare equal. It saturates like Add; ok is false when a cell did.
+func (u Usage) Sub(o Usage) (ok bool) {
+	ok = true
 	for k, v := range o {
-		if n := u[k] - v; n != 0 {
+		n, fits := AddInt(u[k], -v)
+		if !fits || v == math.MinInt64 {
+			n, ok = SatAdd(u[k], -max(v, -math.MaxInt64)), false
+		}
+		if n != 0 {
 			u[k] = n
 		} else {
 			delete(u, k)
 		}
 	}
+	return ok
 }
 
 // Clone returns an independent copy.
@@ -90,12 +105,17 @@ func (l Limits) Guaranteed() int64 {
 	return 0
 }
 
-// Value converts a quantity to Kueue's integer units for the resource.
+// Value converts a quantity to Kueue's integer units for the resource. An
+// amount beyond the int64 range saturates (see ValueExact), so it exceeds
+// every quota instead of wrapping or reading as 0.
 func Value(name corev1.ResourceName, q resource.Quantity) int64 {
-	if name == corev1.ResourceCPU {
-		return q.MilliValue()
+	if v, ok := ValueExact(name, q); ok {
+		return v
 	}
-	return q.Value()
+	if q.Sign() > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }
 
 // Format renders an amount back as a Kubernetes quantity string.

@@ -5,6 +5,7 @@ package replay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,16 +14,27 @@ import (
 	"github.com/jetqueue/jetqueue/libs/events"
 )
 
-// Apply folds one event into the engine. An error is an event the engine
-// refuses (about an unknown workload, say): the caller logs and skips it,
-// since the log is the truth and is never rewritten.
+// Apply folds one event into the engine. An error is an event that cannot
+// be applied: its content is impossible (a config object or a workload
+// that does not decode, a decision about a workload that does not exist).
+// The caller skips it by the services' one rule (service.Runtime.Skip),
+// since the log is the truth and is never rewritten. What the log may
+// legitimately hold is no error: a decision about a workload that has
+// since moved on is a no-op, and so is a PodsReady report about a workload
+// that holds no quota (ingest accepts it at any time).
 func Apply(eng *engine.Engine, ev events.Event) error {
+	if err := known(eng, ev); err != nil {
+		return err
+	}
 	now := ev.Time
 	switch d := ev.Data.(type) {
 	case *events.ConfigAppliedData:
 		objs, err := api.Decode(d.Object)
-		if err != nil || len(objs) != 1 {
-			return fmt.Errorf("config object: %v", err)
+		if err != nil {
+			return fmt.Errorf("config object: %w", err)
+		}
+		if len(objs) != 1 {
+			return fmt.Errorf("config object: %d objects, want 1", len(objs))
 		}
 		_, err = eng.Apply(objs[0], now)
 		return err
@@ -54,11 +66,52 @@ func Apply(eng *engine.Engine, ev events.Event) error {
 		case events.WorkloadDeleted:
 			return eng.Delete(Key(*d), now)
 		case events.PodsReady:
-			return eng.PodsReady(Key(*d))
+			if err := eng.PodsReady(Key(*d)); !errors.Is(err, engine.ErrNotAdmitted) {
+				return err
+			}
 		}
 	}
 	return nil
 }
+
+// known refuses a decision about a workload the engine never heard of.
+// Every decision is published fenced on its workload's subject at a
+// sequence where the workload existed, so one about an unknown workload is
+// impossible content, not a race.
+func known(eng *engine.Engine, ev events.Event) error {
+	var ref events.WorkloadRef
+	switch d := ev.Data.(type) {
+	case *events.QuotaReservedData:
+		ref = d.WorkloadRef
+	case *events.InadmissibleData:
+		ref = d.WorkloadRef
+	case *events.EvictedData:
+		ref = d.WorkloadRef
+	case *events.RequeuedData:
+		ref = d.WorkloadRef
+	default:
+		return nil
+	}
+	if eng.Workload(Key(ref)) == nil {
+		return fmt.Errorf("%s about workload %s: %w", ev.Type, Key(ref), engine.ErrNotFound)
+	}
+	return nil
+}
+
+// Guard runs apply, turning a panic into an error, so that one event whose
+// content trips a bug is skipped like any other that cannot be applied
+// instead of killing the service on every replay of it.
+func Guard(apply func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, p)
+		}
+	}()
+	return apply()
+}
+
+// ErrPanicked marks an event whose application panicked.
+var ErrPanicked = errors.New("applying the event panicked")
 
 func applyEviction(eng *engine.Engine, d *events.EvictedData, now time.Time) {
 	k := Key(d.WorkloadRef)

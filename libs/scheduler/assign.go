@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -133,15 +134,19 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 		if counts != nil {
 			count = counts[i]
 		}
-		req := make(map[corev1.ResourceName]int64, len(ps.PerPod)+1)
-		for r, v := range ps.PerPod {
-			req[r] = v * int64(count)
-		}
-		if coversPods {
-			req[corev1.ResourcePods] = int64(count)
-		}
+		req, overflow := podSetRequests(ps, count, coversPods)
 		psa := PodSetAssignment{Name: ps.Name, Count: count, Requests: req,
 			Flavors: make(map[corev1.ResourceName]FlavorChoice, len(req))}
+		if overflow != "" {
+			// Validation refuses such a workload at the door; one that got
+			// into the log anyway never fits, and says why.
+			psa.Flavors = nil
+			psa.notFit = true
+			psa.reasons = []string{fmt.Sprintf("request of %s overflows int64", overflow)}
+			psa.block = &blocker{token: ExceedsMaxQuota, resource: overflow, shortfall: math.MaxInt64}
+			a.add(&psa)
+			return a
+		}
 		for _, r := range sortedKeys(req) {
 			if _, done := psa.Flavors[r]; done {
 				continue
@@ -187,11 +192,37 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 	return a
 }
 
+// podSetRequests is the podSet's total per resource (per-pod request ×
+// count), or the first resource, in name order, whose total overflows int64.
+func podSetRequests(ps *PodSet, count int32, coversPods bool) (map[corev1.ResourceName]int64, corev1.ResourceName) {
+	req := make(map[corev1.ResourceName]int64, len(ps.PerPod)+1)
+	var overflow corev1.ResourceName
+	for r, v := range ps.PerPod {
+		total, ok := quota.MulInt(v, int64(count))
+		if !ok && (overflow == "" || r < overflow) {
+			overflow = r
+		}
+		req[r] = total
+	}
+	if coversPods {
+		req[corev1.ResourcePods] = int64(count)
+	}
+	return req, overflow
+}
+
+// exceeds reports whether the usage sum a+b is above limit. A sum beyond
+// int64 is above every limit, since no limit is larger (quota.AddInt).
+func exceeds(a, b, limit int64) bool {
+	s, ok := quota.AddInt(a, b)
+	return !ok || s > limit
+}
+
 func (a *Assignment) add(psa *PodSetAssignment) {
 	idx := make(map[corev1.ResourceName]int, len(psa.Flavors))
 	for r, c := range psa.Flavors {
 		a.Borrowing = a.Borrowing || c.Borrow
-		a.Usage[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] += psa.Requests[r]
+		fr := quota.FlavorResource{Flavor: c.Flavor, Resource: r}
+		a.Usage[fr] = quota.SatAdd(a.Usage[fr], psa.Requests[r])
 		idx[r] = c.TriedIdx
 	}
 	a.PodSets = append(a.PodSets, *psa)
@@ -264,7 +295,7 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 		choices := make(map[corev1.ResourceName]FlavorChoice, len(covered))
 		for _, r := range covered {
 			fr := quota.FlavorResource{Flavor: name, Resource: r}
-			m, b := fitsQuota(cq, fr, req[r]+a.Usage[fr], st)
+			m, b := fitsQuotaAfter(cq, fr, req[r], a.Usage[fr], st)
 			mode = min(mode, m)
 			borrow = borrow || b
 			if mode == NoFit {
@@ -309,6 +340,19 @@ func tryNextFlavor(m Mode, f api.FlavorFungibility, borrow bool) bool {
 	return true
 }
 
+// fitsQuotaAfter is fitsQuota for the podSet's request of one cell on top
+// of what the workload's earlier podSets already take there; a sum beyond
+// int64 fits nowhere.
+func fitsQuotaAfter(cq *ClusterQueue, fr quota.FlavorResource, request, earlier int64, st *status) (Mode, bool) {
+	val, ok := quota.AddInt(request, earlier)
+	if !ok {
+		st.add(blocker{token: ExceedsMaxQuota, flavor: fr.Flavor, resource: fr.Resource, shortfall: math.MaxInt64},
+			"request of %s in flavor %s overflows int64", fr.Resource, fr.Flavor)
+		return NoFit, false
+	}
+	return fitsQuota(cq, fr, val, st)
+}
+
 // fitsQuota decides how val of one cell fits the queue (Kueue's
 // fitsResourceQuota), recording why it does not fit into st.
 func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status) (Mode, bool) {
@@ -321,7 +365,7 @@ func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status)
 	}
 	requestable := cq.requestable(fr)
 	if bw := cq.Preemption.BorrowWithinCohort; bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever {
-		if (l.BorrowingLimit == nil || val <= l.Nominal+*l.BorrowingLimit) && val <= requestable {
+		if (l.BorrowingLimit == nil || val <= quota.SatAdd(l.Nominal, *l.BorrowingLimit)) && val <= requestable {
 			mode = Preempt
 			borrow = val > l.Nominal
 		}
@@ -330,14 +374,16 @@ func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status)
 	if val > cq.maxAttainable(fr) {
 		token = ExceedsMaxQuota
 	}
-	if l.BorrowingLimit != nil && used+val > l.Nominal+*l.BorrowingLimit {
-		st.add(blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: used + val - l.Nominal - *l.BorrowingLimit},
-			"borrowing limit for %s in flavor %s exceeded", fr.Resource, fr.Flavor)
-		return mode, borrow
+	if l.BorrowingLimit != nil {
+		if limit := quota.SatAdd(l.Nominal, *l.BorrowingLimit); exceeds(used, val, limit) {
+			st.add(blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: shortfall(used, val, limit)},
+				"borrowing limit for %s in flavor %s exceeded", fr.Resource, fr.Flavor)
+			return mode, borrow
+		}
 	}
-	lack := cq.cohortUsed(fr) + val - requestable
+	lack := shortfall(cq.cohortUsed(fr), val, requestable)
 	if lack <= 0 {
-		return Fit, used+val > l.Nominal
+		return Fit, exceeds(used, val, l.Nominal)
 	}
 	b := blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: lack}
 	amount := quota.Format(fr.Resource, lack)
@@ -350,6 +396,16 @@ func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status)
 		st.add(b, "insufficient unused quota for %s in flavor %s, %s more needed", fr.Resource, fr.Flavor, amount)
 	}
 	return mode, borrow
+}
+
+// shortfall is used+val-limit, saturated: how much more than limit a usage
+// sum is (negative: room left).
+func shortfall(used, val, limit int64) int64 {
+	s, ok := quota.AddInt(used, val)
+	if !ok {
+		return math.MaxInt64
+	}
+	return quota.SatAdd(s, -limit)
 }
 
 // flavorSelector keeps only the podSet's node constraints on label keys the

@@ -344,7 +344,7 @@ func toReserve(e *Entry, cq *ClusterQueue) quota.Usage {
 		case l.BorrowingLimit == nil:
 			r[fr] = v
 		default:
-			r[fr] = min(v, l.Nominal+*l.BorrowingLimit-cq.Usage[fr])
+			r[fr] = min(v, quota.SatAdd(l.Nominal, *l.BorrowingLimit)-cq.Usage[fr])
 		}
 	}
 	return r

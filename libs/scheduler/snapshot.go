@@ -131,7 +131,7 @@ func (c *ClusterQueue) requestable(fr quota.FlavorResource) int64 {
 	if c.Cohort == nil {
 		return l.Nominal
 	}
-	return c.Cohort.Requestable[fr] + l.Guaranteed()
+	return quota.SatAdd(c.Cohort.Requestable[fr], l.Guaranteed())
 }
 
 // cohortUsed is the usage that counts against requestable for this queue.
@@ -139,7 +139,7 @@ func (c *ClusterQueue) cohortUsed(fr quota.FlavorResource) int64 {
 	if c.Cohort == nil {
 		return c.Usage[fr]
 	}
-	return c.Cohort.Used[fr] + min(c.Usage[fr], c.Limits[fr].Guaranteed())
+	return quota.SatAdd(c.Cohort.Used[fr], min(c.Usage[fr], c.Limits[fr].Guaranteed()))
 }
 
 // fitsInCohort reports whether the cohort can still grant q to this queue.
@@ -165,18 +165,19 @@ func (c *ClusterQueue) maxAttainable(fr quota.FlavorResource) int64 {
 		m = l.Nominal
 	}
 	if l.BorrowingLimit != nil {
-		m = min(m, l.Nominal+*l.BorrowingLimit)
+		m = min(m, quota.SatAdd(l.Nominal, *l.BorrowingLimit))
 	}
 	return max(m, l.Nominal)
 }
 
-// accumulate adds the queue's contribution to its cohort's pools.
+// accumulate adds the queue's contribution to its cohort's pools; sums
+// saturate (see libs/quota), so a pool beyond int64 never wraps.
 func (c *ClusterQueue) accumulate(co *Cohort) {
 	for fr, l := range c.Limits {
-		co.Requestable[fr] += l.Lendable()
+		co.Requestable[fr] = quota.SatAdd(co.Requestable[fr], l.Lendable())
 	}
 	for fr, u := range c.Usage {
-		co.Used[fr] += max(0, u-c.Limits[fr].Guaranteed())
+		co.Used[fr] = quota.SatAdd(co.Used[fr], max(0, u-c.Limits[fr].Guaranteed()))
 	}
 	co.Generation += c.Generation
 }

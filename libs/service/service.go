@@ -33,6 +33,7 @@ type Runtime struct {
 	ready    atomic.Bool
 	// AdminAddr is the address the admin server listens on.
 	AdminAddr string
+	skipped   skipped
 }
 
 // SetReady flips /readyz; services call it once they can serve.
@@ -157,6 +158,9 @@ func (r *Runtime) adminHandler() http.Handler {
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+		if n, last := r.Skipped(); n > 0 {
+			_, _ = fmt.Fprintf(w, "skipped %d event(s) that could not be applied; last: %s\n", n, last)
+		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{}))
 	return mux

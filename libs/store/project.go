@@ -14,10 +14,16 @@ import (
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
-// Record is one stream message: its sequence and event.
+// Record accounts for stream sequences: the event at Seq, or, with
+// Parked set, the event at Seq stored aside, or, with Gone > 0, the Gone
+// sequences from Seq on that the stream no longer holds (expired by its
+// limits, or deleted). Apply takes a Gone span on the caller's word: the
+// projector passes one only once the stream has confirmed it.
 type Record struct {
-	Seq   uint64
-	Event events.Event
+	Seq    uint64
+	Event  events.Event
+	Parked *Parked
+	Gone   uint64
 }
 
 // Statuses of the workloads table.
@@ -53,6 +59,7 @@ type batch struct {
 	usageCQ map[quota.FlavorResource]map[string]int64
 	configs map[[3]string]*configChange
 	lqs     map[key]string
+	parked  [][]any
 }
 
 type configChange struct {
@@ -60,46 +67,62 @@ type configChange struct {
 	lastSeq uint64
 }
 
-// Apply projects a batch of stream records in one transaction. Records at
-// or below the projection's last sequence are skipped, so replays and
-// redeliveries change nothing; the new last sequence is stored in the same
-// transaction. It returns how many records were applied.
+// Apply projects a batch of records in one transaction and stores the
+// new last sequence in it. The batch must continue the projection: its
+// records, after any prefix the projection already holds (dropped, so a
+// retried batch changes nothing), must start at last_seq+1 and account for
+// every sequence up to their end; otherwise Apply refuses it with a
+// *SequenceError and writes nothing. A record whose content cannot be
+// stored fails the batch with an error for which Unstorable is true: the
+// caller finds it (smaller batches) and passes it again as Parked. It
+// returns how many records were applied.
 func (s *Store) Apply(ctx context.Context, recs []Record) (int, error) {
 	tx, err := s.Pool.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("begin projection batch: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	var last int64
 	if err := tx.QueryRow(ctx, `SELECT last_seq FROM projection_state FOR UPDATE`).Scan(&last); err != nil {
+		return 0, fmt.Errorf("read the projection's position: %w", err)
+	}
+	todo, err := pending(uint64(last), recs)
+	if err != nil || len(todo) == 0 {
 		return 0, err
-	}
-	var todo []Record
-	for _, r := range recs {
-		if r.Seq > uint64(last) {
-			todo = append(todo, r)
-			last = int64(r.Seq)
-		}
-	}
-	if len(todo) == 0 {
-		return 0, nil
 	}
 	b, err := load(ctx, tx, todo)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("load the batch's workloads: %w", err)
 	}
 	for _, r := range todo {
-		if err := b.fold(r); err != nil {
-			return 0, fmt.Errorf("event %d (%s): %w", r.Seq, r.Event.Type, err)
+		if err := b.add(r); err != nil {
+			return 0, fmt.Errorf("event %d (%s): %w: %w", r.Seq, r.Event.Type, ErrUnstorable, err)
 		}
 	}
 	if err := b.write(ctx, tx); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, last); err != nil {
-		return 0, err
+	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, int64(todo[len(todo)-1].end())); err != nil {
+		return 0, fmt.Errorf("store the projection's position: %w", err)
 	}
-	return len(todo), tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit projection batch: %w", err)
+	}
+	return len(todo), nil
+}
+
+// add folds an event record into the batch, or sets a parked one aside;
+// a gone span has nothing to add.
+func (b *batch) add(r Record) error {
+	switch {
+	case r.Gone > 0:
+		return nil
+	case r.Parked != nil:
+		p := r.Parked
+		b.parked = append(b.parked, []any{int64(r.Seq), clean(p.Type), clean(p.Subject), clean(p.Reason), p.Data})
+		return nil
+	}
+	return b.fold(r)
 }
 
 // load reads the current rows of every workload the records touch, and the
@@ -110,6 +133,9 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	var nss, names []string
 	seen := map[key]bool{}
 	for _, r := range recs {
+		if r.Gone > 0 || r.Parked != nil {
+			continue
+		}
 		if ref, ok := workloadRef(r.Event); ok && !seen[key{ref.Namespace, ref.Name}] {
 			seen[key{ref.Namespace, ref.Name}] = true
 			nss, names = append(nss, ref.Namespace), append(names, ref.Name)
@@ -208,7 +234,7 @@ func (b *batch) fold(r Record) error {
 			delete(b.lqs, key{d.Namespace, d.Name})
 		}
 		return nil
-	case *events.BatchSkippedData:
+	case *events.BatchSkippedData, *events.BatchClosedData:
 		// Bookkeeping for batch consumers; no workload changes.
 		return nil
 	}
@@ -305,6 +331,12 @@ func (b *batch) addUsage(a *scheduler.Admission, sign int64) {
 // write stores the batch: history by COPY, workload rows by COPY into a
 // staging table merged with one INSERT … ON CONFLICT, usage as deltas.
 func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
+	if len(b.parked) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"parked_events"},
+			[]string{"seq", "type", "subject", "reason", "data"}, pgx.CopyFromRows(b.parked)); err != nil {
+			return fmt.Errorf("copy parked events: %w", err)
+		}
+	}
 	if len(b.history) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"workload_events"},
 			[]string{"seq", "namespace", "name", "type", "time", "data"}, pgx.CopyFromRows(b.history)); err != nil {

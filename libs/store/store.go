@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -72,13 +74,24 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// Reset drops every projected row and rewinds to sequence 0, for
-// `jqctl projection rebuild`.
+// Reset drops every projected row (parked events included) and rewinds
+// to sequence 0, for `jqctl projection rebuild`. It takes the position's
+// row lock first, as Apply does, so the two serialize instead of
+// deadlocking; the projector's next batch is then out of sequence and it
+// reads the stream again from the start.
 func (s *Store) Reset(ctx context.Context) error {
-	_, err := s.Pool.Exec(ctx, `
-		TRUNCATE workloads, workload_events, queue_usage, config_objects;
-		UPDATE projection_state SET last_seq = 0;`)
-	return err
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT last_seq FROM projection_state FOR UPDATE`); err != nil {
+			return fmt.Errorf("lock the projection's position: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `TRUNCATE workloads, workload_events, queue_usage, config_objects, parked_events`); err != nil {
+			return fmt.Errorf("drop the projection: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = 0`); err != nil {
+			return fmt.Errorf("rewind the projection: %w", err)
+		}
+		return nil
+	})
 }
 
 // LastSeq is the last stream sequence the projection applied.
@@ -86,4 +99,36 @@ func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
 	var seq int64
 	err := s.Pool.QueryRow(ctx, `SELECT last_seq FROM projection_state`).Scan(&seq)
 	return uint64(seq), err
+}
+
+// ParkedEvent is an event the projection stored aside (see Parked).
+type ParkedEvent struct {
+	Seq      uint64
+	Type     string
+	Subject  string
+	Reason   string
+	Data     []byte
+	ParkedAt time.Time
+}
+
+// maxParkedList bounds one listing of parked events.
+const maxParkedList = 1000
+
+// ParkedEvents lists the parked events in stream order, at most limit
+// (at most 1000).
+func (s *Store) ParkedEvents(ctx context.Context, limit int) ([]ParkedEvent, error) {
+	if limit <= 0 || limit > maxParkedList {
+		limit = maxParkedList
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT seq, type, subject, reason, data, parked_at FROM parked_events ORDER BY seq LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list parked events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedEvent, error) {
+		var p ParkedEvent
+		var seq int64
+		err := row.Scan(&seq, &p.Type, &p.Subject, &p.Reason, &p.Data, &p.ParkedAt)
+		p.Seq = uint64(seq)
+		return p, err
+	})
 }

@@ -227,3 +227,98 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestGapIsRefusedNeverSkipped: a batch that does not continue the
+// projection at last_seq+1 is refused whole, and nothing moves; the
+// same sequences accounted for (the missing one as gone) are accepted.
+func TestGapIsRefusedNeverSkipped(t *testing.T) {
+	s := open(t)
+	l := story()
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, l.recs[:3]); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, s)
+	_, err := s.Apply(ctx, l.recs[4:])
+	var seqErr *SequenceError
+	if !errors.As(err, &seqErr) || *seqErr != (SequenceError{Last: 3, Next: 5}) {
+		t.Fatalf("batch from 5 after 3: %v, want a SequenceError{3, 5}", err)
+	}
+	// A hole inside a batch is refused too.
+	holed := append([]Record{l.recs[3]}, l.recs[5:]...)
+	if _, err := s.Apply(ctx, holed); !errors.As(err, &seqErr) || *seqErr != (SequenceError{Last: 4, Next: 6}) {
+		t.Fatalf("batch 4,6,...: %v, want a SequenceError{4, 6}", err)
+	}
+	if d := cmp.Diff(before, snapshot(t, s)); d != "" {
+		t.Fatalf("a refused batch changed the projection (-before +after):\n%s", d)
+	}
+	// Sequence 4 gone from the stream: the same batch, accounted for.
+	gone := append([]Record{{Seq: 4, Gone: 1}}, l.recs[4:]...)
+	if n, err := s.Apply(ctx, gone); err != nil || n != len(l.recs)-3 {
+		t.Fatalf("batch with 4 gone: applied %d, %v; want %d", n, err, len(l.recs)-3)
+	}
+	if got := snapshot(t, s); got.Last != uint64(len(l.recs)) || got.Status["w2"] != "" {
+		t.Errorf("after the gone span: %+v", got)
+	}
+	// A gone span straddling the position counts only its new part.
+	if n, err := s.Apply(ctx, []Record{{Seq: 5, Gone: uint64(len(l.recs))}}); err != nil || n != 1 {
+		t.Fatalf("straddling span: applied %d, %v", n, err)
+	}
+	if last, _ := s.LastSeq(ctx); last != uint64(len(l.recs))+4 {
+		t.Errorf("last_seq %d after a span through %d", last, len(l.recs)+4)
+	}
+}
+
+// TestUnstorableEventIsParked: a payload jsonb refuses (a NUL) fails its
+// batch as Unstorable, without effect; passed again as Parked it is
+// stored aside with its raw bytes and the projection moves past it.
+func TestUnstorableEventIsParked(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	l := &log{}
+	l.submit("ns", "fine")
+	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "poison"), CreatedAt: t0,
+		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"poison","namespace":"ns","annotations":{"a":"nul\u0000"}},"spec":{"queueName":"lq","podSets":[]}}`)})
+	l.submit("ns", "after")
+	_, err := s.Apply(ctx, l.recs)
+	if err == nil || !Unstorable(err) {
+		t.Fatalf("batch with a NUL in jsonb: %v, want an Unstorable error", err)
+	}
+	if last, _ := s.LastSeq(ctx); last != 0 {
+		t.Fatalf("a failed batch moved the projection to %d", last)
+	}
+	body, _ := l.recs[1].Event.Body()
+	l.recs[1].Parked = &Parked{Type: string(events.WorkloadSubmitted), Subject: "jq.x\x00", Data: body, Reason: err.Error() + "\x00\xff"}
+	if n, err := s.Apply(ctx, l.recs); err != nil || n != 3 {
+		t.Fatalf("batch with the poison parked: applied %d, %v", n, err)
+	}
+	got := snapshot(t, s)
+	if d := cmp.Diff(map[string]string{"fine": "pending/", "after": "pending/"}, got.Status); d != "" || got.Last != 3 {
+		t.Errorf("projection at %d (-want +got):\n%s", got.Last, d)
+	}
+	parked, err := s.ParkedEvents(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != 1 || parked[0].Seq != 2 || string(parked[0].Data) != string(body) || parked[0].Subject != "jq.x\uFFFD" {
+		t.Errorf("parked %+v", parked)
+	}
+	if err := s.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if parked, _ := s.ParkedEvents(ctx, 0); len(parked) != 0 {
+		t.Errorf("reset kept %d parked events", len(parked))
+	}
+}
+
+// TestDatabaseDownIsNotUnstorable: losing the database is worth retrying;
+// only content errors are Unstorable.
+func TestDatabaseDownIsNotUnstorable(t *testing.T) {
+	s := open(t)
+	l := story()
+	s.Close()
+	_, err := s.Apply(context.Background(), l.recs)
+	if err == nil || Unstorable(err) {
+		t.Fatalf("apply on a closed pool: %v; want an error that is not Unstorable", err)
+	}
+}

@@ -49,8 +49,17 @@ type Config struct {
 	bus.Member
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
+	// Wall measures how long an incomplete batch has waited (a safety net
+	// against a dead sender, in real time even under a manual clock); nil
+	// means time.Now.
+	Wall func() time.Time
 	// ManualClock reads the shared manual clock instead (dev and test).
 	ManualClock bool
+	// MaxSkew is how far ahead of this clock's reading the latest event
+	// read may stamp a decision, for publishers whose clocks run a little
+	// ahead (0 means 1s). An event's time never moves the clock further,
+	// so an event stamped in the far future cannot stamp later decisions.
+	MaxSkew time.Duration
 }
 
 // Service is one admission instance.
@@ -65,9 +74,16 @@ type Service struct {
 	onSubj  map[string]uint64
 	mine    map[string]bool
 	batch   int
-	// open counts the workloads still to come of each batch submission,
-	// with when the batch was first seen: decisions wait for whole batches.
-	open map[string]*openBatch
+	rt      *service.Runtime
+	// open are the batches still arriving: their members are held back
+	// (not applied, so not decided) until the last arrives or the batch
+	// is closed in the log; waiting maps a subject to the batch holding
+	// its earliest unapplied event, since a subject's events apply in
+	// order; closed are batches given up on (by log time), whose late
+	// members apply at once.
+	open    map[string]*openBatch
+	waiting map[string]string
+	closed  map[string]time.Time
 	// progress publishes how far this instance has read, for /v1/sync.
 	progress *bus.Progress
 	// held are decisions made but not yet published, waiting for the
@@ -78,9 +94,11 @@ type Service struct {
 	// chain is the sequence each subject is at after this run's own
 	// publications, which the run's later decisions about it expect.
 	chain map[string]uint64
-	// seen is the latest event time read: decisions are never stamped
-	// before what they answer, even if this clock lags the publisher's.
-	seen time.Time
+	// seen is the latest event time read: decisions are not stamped
+	// before what they answer (within MaxSkew, or on the manual clock
+	// once this copy of it has caught up).
+	seen   time.Time
+	manual *clock.Manual
 	// requested are the evictions another instance's preemption requests
 	// asked for whose victims have not moved since: the preemptor has yet
 	// to publish them. A new leader adopts them rather than deciding the
@@ -98,6 +116,9 @@ type decision struct {
 	expect uint64
 }
 
+// source is the ce-source of admission's events.
+const source = "jetqueue/admission"
+
 // errResync asks for the log to be replayed: the engine got ahead of it
 // on grounds the log did not confirm.
 var errResync = errors.New("the log contradicts a decision in flight")
@@ -107,20 +128,26 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Wall == nil {
+		cfg.Wall = time.Now
+	}
 	conn, leader, err := cfg.Join(ctx, rt.Log, "admission")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	js := conn.JS
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = time.Second
+	}
+	var manual *clock.Manual
 	if cfg.ManualClock {
-		m, err := clock.NewManual(ctx, js)
-		if err != nil {
+		if manual, err = clock.NewManual(ctx, js); err != nil {
 			return err
 		}
-		cfg.Now = m.Now
+		cfg.Now = manual.Now
 	}
-	s := &Service{cfg: cfg, log: rt.Log, js: js, leader: leader, batch: 512}
+	s := &Service{cfg: cfg, log: rt.Log, rt: rt, js: js, leader: leader, batch: 512, manual: manual}
 	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
 		return err
 	}
@@ -150,7 +177,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	s.eng = engine.New()
 	s.eng.RecordDecisions()
-	s.onSubj, s.mine, s.last, s.open = map[string]uint64{}, map[string]bool{}, 0, map[string]*openBatch{}
+	s.onSubj, s.mine, s.last = map[string]uint64{}, map[string]bool{}, 0
+	s.open, s.waiting, s.closed = map[string]*openBatch{}, map[string]string{}, map[string]time.Time{}
 	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
 	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
@@ -171,13 +199,13 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 		return err
 	}
 	rt.SetReady(true)
-	if s.waitForBatches() {
-		return nil
-	}
 	if err := s.lead(ctx); err != nil {
 		return err
 	}
 	if s.leading {
+		if err := s.closeStaleBatches(ctx); err != nil {
+			return err
+		}
 		if err := s.decide(ctx); err != nil {
 			return err
 		}
@@ -196,49 +224,96 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		return false, fmt.Errorf("fetch: %w", err)
 	}
 	var pending uint64
-	n := 0
 	for _, msg := range msgs {
-		n++
 		meta, err := msg.Metadata()
 		if err != nil {
 			return false, err
 		}
 		pending = meta.NumPending
 		s.last = meta.Sequence.Stream
-		s.onSubj[msg.Subject()] = meta.Sequence.Stream
 		ev, err := bus.Decode(msg)
 		if err != nil {
-			s.log.Warn("skipping an event that does not decode", zap.Uint64("seq", s.last), zap.Error(err))
+			s.onSubj[msg.Subject()] = s.last
+			s.rt.Skip(s.last, msg.Headers().Get(events.HeaderType), err)
 			continue
 		}
-		if ev.Time.After(s.seen) {
-			s.seen = ev.Time
-		}
-		s.resolveRequested(msg.Subject())
-		if s.mine[ev.ID] {
-			delete(s.mine, ev.ID)
-			continue
-		}
-		if s.awaiting[msg.Subject()] {
-			applied, err := s.victimMoved(msg.Subject(), ev, s.last)
-			if err != nil {
-				return false, err
-			}
-			if applied {
-				continue
-			}
-		}
-		if ev.Batch != nil {
-			s.batchMember(ev.Batch)
-		}
-		if d, ok := ev.Data.(*events.PreemptionRequestedData); ok {
-			s.noteRequested(ev, d)
-		}
-		if err := s.apply(ev); err != nil {
-			s.log.Warn("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
+		if err := s.receive(read{seq: s.last, subject: msg.Subject(), ev: ev}); err != nil {
+			return false, err
 		}
 	}
-	return n == 0 || pending == 0, nil
+	return len(msgs) == 0 || pending == 0, nil
+}
+
+// read is one event as read from the log.
+type read struct {
+	seq     uint64
+	subject string
+	ev      events.Event
+}
+
+// receive applies an event, or holds it back while its batch is still
+// arriving (or while an earlier event on its subject is held).
+func (s *Service) receive(r read) error {
+	if d, ok := r.ev.Data.(*events.BatchClosedData); ok && r.ev.Source == source {
+		return s.closeBatch(d.Batch, r.ev.Time)
+	}
+	var own *openBatch
+	if b := r.ev.Batch; b != nil {
+		if _, gone := s.closed[b.ID]; !gone {
+			own = s.open[b.ID]
+			if own == nil {
+				own = &openBatch{id: b.ID, missing: b.Size, since: s.cfg.Wall()}
+				s.open[b.ID] = own
+			}
+			own.missing--
+		}
+	}
+	switch {
+	case s.waiting[r.subject] != "":
+		ob := s.open[s.waiting[r.subject]]
+		ob.held = append(ob.held, r)
+	case own != nil && own.missing > 0:
+		own.held = append(own.held, r)
+		s.waiting[r.subject] = own.id
+	default:
+		if own != nil {
+			if err := s.release(own, r.ev.Time); err != nil {
+				return err
+			}
+		}
+		return s.process(r)
+	}
+	if own != nil && own.missing <= 0 {
+		return s.release(own, r.ev.Time)
+	}
+	return nil
+}
+
+// process applies one event that is not held back.
+func (s *Service) process(r read) error {
+	ev := r.ev
+	s.onSubj[r.subject] = r.seq
+	if ev.Time.After(s.seen) {
+		s.seen = ev.Time
+	}
+	s.resolveRequested(r.subject)
+	if s.mine[ev.ID] {
+		delete(s.mine, ev.ID)
+		return nil
+	}
+	if s.awaiting[r.subject] {
+		applied, err := s.victimMoved(r.subject, ev, r.seq)
+		if err != nil || applied {
+			return err
+		}
+	}
+	if d, ok := ev.Data.(*events.PreemptionRequestedData); ok {
+		s.noteRequested(ev, d)
+	}
+	if err := s.apply(ev); err != nil {
+		s.rt.Skip(r.seq, string(ev.Type), err)
+	}
+	return nil
 }
 
 // apply folds one event into the engine; see replay.Apply.
@@ -304,36 +379,76 @@ func (s *Service) victimMoved(subject string, ev events.Event, seq uint64) (bool
 	return false, fmt.Errorf("%w: %s on a victim awaiting eviction", errResync, ev.Type)
 }
 
+// openBatch is a batch whose members are still arriving.
 type openBatch struct {
+	id      string
 	missing int
-	since   time.Time
+	// since is when this instance first saw the batch, by the wall clock.
+	since time.Time
+	// held are the events waiting for the batch, in log order.
+	held    []read
+	closing bool
 }
 
-// batchMaxWait bounds how long an incomplete batch holds decisions back:
-// only an ingest that died mid-batch leaves one incomplete.
+// batchMaxWait bounds how long an incomplete batch holds its own members
+// back: only a sender that died mid-batch (or lied about its size) leaves
+// one incomplete. Nothing outside the batch ever waits for it.
 const batchMaxWait = 10 * time.Second
 
-func (s *Service) batchMember(b *events.Batch) {
-	ob := s.open[b.ID]
-	if ob == nil {
-		ob = &openBatch{missing: b.Size, since: time.Now()}
-		s.open[b.ID] = ob
-	}
-	if ob.missing--; ob.missing <= 0 {
-		delete(s.open, b.ID)
-	}
-}
+// closedMemory is how long (by event time) a closed batch is remembered,
+// so that its late members apply at once instead of opening it again.
+const closedMemory = time.Minute
 
-// waitForBatches reports whether a batch submission is still arriving, so
-// that its workloads are considered in the same cycle.
-func (s *Service) waitForBatches() bool {
-	for id, ob := range s.open {
-		if time.Since(ob.since) > batchMaxWait {
-			s.log.Warn("batch incomplete; deciding without the rest", zap.String("batch", id), zap.Int("missing", ob.missing))
-			delete(s.open, id)
+// release applies a batch's held events in log order, at the point of the
+// log where the batch completed or was closed.
+func (s *Service) release(ob *openBatch, at time.Time) error {
+	delete(s.open, ob.id)
+	s.closed[ob.id] = at
+	for _, r := range ob.held {
+		if s.waiting[r.subject] == ob.id {
+			delete(s.waiting, r.subject)
 		}
 	}
-	return len(s.open) > 0
+	for _, r := range ob.held {
+		if err := s.process(r); err != nil {
+			return err
+		}
+	}
+	for id, t := range s.closed {
+		if at.Sub(t) > closedMemory {
+			delete(s.closed, id)
+		}
+	}
+	return nil
+}
+
+// closeBatch applies a BatchClosed read from the log.
+func (s *Service) closeBatch(id string, at time.Time) error {
+	ob := s.open[id]
+	if ob == nil {
+		return nil
+	}
+	s.log.Warn("batch closed incomplete; deciding its members without the rest", zap.String("batch", id), zap.Int("missing", ob.missing))
+	return s.release(ob, at)
+}
+
+// closeStaleBatches gives up, in the log, on the batches that have waited
+// longer than batchMaxWait. Their members are released when this
+// instance, like every other, reads the BatchClosed back.
+func (s *Service) closeStaleBatches(ctx context.Context) error {
+	now := s.cfg.Wall()
+	for _, ob := range s.open {
+		if ob.closing || now.Sub(ob.since) <= batchMaxWait {
+			continue
+		}
+		ev := events.Event{ID: "admission/batch-closed/" + ob.id, Type: events.BatchClosed, Source: source,
+			Time: s.now(ctx), Subject: events.BatchSubject, Data: &events.BatchClosedData{Batch: ob.id, Missing: ob.missing}}
+		if _, _, err := bus.Publish(ctx, s.js, ev, nil); err != nil {
+			return err
+		}
+		ob.closing = true
+	}
+	return nil
 }
 
 // lead acquires the shard's lease when free; a standby keeps trying.
@@ -362,7 +477,7 @@ func (s *Service) decide(ctx context.Context) error {
 		return nil
 	}
 	if len(s.held) == 0 {
-		now := s.now()
+		now := s.now(ctx)
 		s.eng.RunToQuiescence(now)
 		s.eng.DrainEvictions()
 		s.chain = map[string]uint64{}
@@ -389,18 +504,22 @@ func (s *Service) decide(ctx context.Context) error {
 	}
 	batch := s.held[:n]
 	s.held = slices.Clone(s.held[n:])
+	var preemption *decision
+	if last := batch[len(batch)-1]; last.Kind == engine.DecidedPreemption {
+		preemption, batch = &last, batch[:len(batch)-1]
+	}
 	type inflight struct {
 		d  decision
 		ev events.Event
 		f  jetstream.PubAckFuture
 	}
 	var sent []inflight
-	var later []inflight
+	var later []decision
 	subjects := map[string]bool{}
 	for _, d := range batch {
 		ev := d.ev
 		if subjects[ev.Subject] {
-			later = append(later, inflight{d: d, ev: ev})
+			later = append(later, d)
 			continue
 		}
 		subjects[ev.Subject] = true
@@ -417,14 +536,63 @@ func (s *Service) decide(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, p := range later {
-		expect := s.expect(p.d)
-		seq, _, err := bus.Publish(ctx, s.js, p.ev, &expect)
-		if err := s.published(p.d, p.ev, seq, err); err != nil {
+	if preemption != nil {
+		// After the decisions before it, so that its victims' sequences
+		// include this run's own publications about them.
+		live, err := s.victimsStill(preemption.ev)
+		if err != nil {
+			return err
+		}
+		if live != nil {
+			preemption.ev = *live
+			later = append(later, *preemption)
+		}
+	}
+	for _, d := range later {
+		expect := s.expect(d)
+		seq, _, err := bus.Publish(ctx, s.js, d.ev, &expect)
+		if err := s.published(d, d.ev, seq, err); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// victimsStill checks a preemption request against the log read since it
+// was decided, and against this run's own publications since (a victim
+// admitted earlier in the same run is chosen at its sequence before that
+// admission, which the preemptor's fence would refuse). A request held while an earlier one's evictions came in
+// was decided on an older state: a victim that finished or was deleted
+// since needs no eviction (its quota is free already), and the preemptor
+// would never evict it (its fence is the victim's sequence when chosen),
+// so waiting for that eviction would stall admission for good. Such
+// victims are dropped from the request; nil means none is left and the
+// request is not published. A victim that changed any other way (ready
+// pods, a new priority, another eviction) means the engine is ahead of
+// the log: the log is replayed and the decision made again.
+func (s *Service) victimsStill(req events.Event) (*events.Event, error) {
+	d := req.Data.(*events.PreemptionRequestedData)
+	kept := *d
+	kept.Victims = nil
+	for _, v := range d.Victims {
+		subject := events.WorkloadSubject(v.Namespace, v.Name)
+		if seq, ok := s.chain[subject]; ok {
+			// This run published about the victim after choosing it.
+			v.Seq = seq
+		}
+		if s.onSubj[subject] == v.Seq {
+			kept.Victims = append(kept.Victims, v)
+			continue
+		}
+		if w := s.eng.Workload(replay.Key(v.WorkloadRef)); w != nil && w.Status != engine.Finished {
+			return nil, fmt.Errorf("%w: victim %s/%s changed before its preemption was published", errResync, v.Namespace, v.Name)
+		}
+	}
+	if len(kept.Victims) == 0 {
+		return nil, nil
+	}
+	req.Data = &kept
+	return &req, nil
 }
 
 // expect is the sequence a decision's subject must be at: where it was
@@ -436,13 +604,25 @@ func (s *Service) expect(d decision) uint64 {
 	return d.expect
 }
 
-// now is the clock, but never before the latest event read.
-func (s *Service) now() time.Time {
+// now is this instance's clock. An event read that is stamped later
+// (its publisher's clock runs ahead) moves it by at most MaxSkew. On the
+// manual clock every service reads the same time, but an advance reaches
+// each copy of it a little apart: it waits, briefly, for its own copy to
+// catch up with the events it answers, and never adopts an event's time.
+func (s *Service) now(ctx context.Context) time.Time {
 	now := s.cfg.Now()
-	if s.seen.After(now) {
-		return s.seen
+	if !s.seen.After(now) {
+		return now
 	}
-	return now
+	if s.manual != nil {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return s.manual.Await(wctx, s.seen)
+	}
+	if limit := now.Add(s.cfg.MaxSkew); s.seen.After(limit) {
+		return limit
+	}
+	return s.seen
 }
 
 // published records a decision's publication. On a conflict another
@@ -479,7 +659,7 @@ func (s *Service) published(d decision, ev events.Event, seq uint64, err error) 
 func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, error) {
 	ns, name, _ := strings.Cut(d.Key, "/")
 	ref := events.WorkloadRef{Namespace: ns, Name: name}
-	ev := events.Event{ID: fmt.Sprintf("admission/%d/%d", s.last, i), Source: "jetqueue/admission", Time: now,
+	ev := events.Event{ID: fmt.Sprintf("admission/%d/%d", s.last, i), Source: source, Time: now,
 		Subject: events.WorkloadSubject(ns, name)}
 	switch d.Kind {
 	case engine.DecidedAdmission:

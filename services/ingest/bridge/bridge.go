@@ -65,6 +65,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/kube"
+	"github.com/jetqueue/jetqueue/libs/replay"
 )
 
 // API is how the bridge talks to jetqueue: one HTTP call of API.md. Ingest
@@ -114,6 +115,10 @@ type Config struct {
 	Workers int
 	// Synced, when set, is called once the bridge starts reconciling.
 	Synced func()
+	// Skip is the services' rule for an event in the log that cannot be
+	// applied (service.Runtime.Skip); nil logs it. RunLeading counts each
+	// event once however often it replays the log.
+	Skip func(seq uint64, typ string, err error)
 }
 
 // Bridge is one running bridge.
@@ -154,6 +159,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+	}
+	if cfg.Skip == nil {
+		log := cfg.Log
+		cfg.Skip = func(seq uint64, typ string, err error) {
+			log.Error("skipping an event that cannot be applied", zap.Uint64("seq", seq), zap.String("type", typ), zap.Error(err))
+		}
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Log.Named("kube-bridge"), st: newState(), done: map[action]string{}, submitted: map[string]string{},
 		refused: map[string]string{},
@@ -277,12 +288,12 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 				return err
 			}
 			pending = meta.NumPending
-			ev, err := bus.Decode(m)
+			ev, key, err := b.apply(meta.Sequence.Stream, m)
 			if err != nil {
-				b.log.Warn("skipping an event that does not decode", zap.Uint64("seq", meta.Sequence.Stream), zap.Error(err))
+				b.cfg.Skip(meta.Sequence.Stream, m.Headers().Get(events.HeaderType), err)
 				continue
 			}
-			if key := b.st.apply(meta.Sequence.Stream, ev); key != "" {
+			if key != "" {
 				switch ev.Type {
 				case events.WorkloadSubmitted:
 					b.mu.Lock()
@@ -308,6 +319,19 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 	return nil
 }
 
+// apply decodes and folds one event; a panic is an error like any other
+// event that cannot be applied.
+func (b *Bridge) apply(seq uint64, m jetstream.Msg) (ev events.Event, key string, err error) {
+	err = replay.Guard(func() error {
+		if ev, err = bus.Decode(m); err != nil {
+			return err
+		}
+		key, err = b.st.apply(seq, ev)
+		return err
+	})
+	return ev, key, err
+}
+
 // jobOf is the Job the bridge manages under a key, nil if there is none.
 func (b *Bridge) jobOf(namespace, name string) (*batchv1.Job, error) {
 	job, err := b.jobs.Jobs(namespace).Get(name)
@@ -329,6 +353,20 @@ func (b *Bridge) jobOf(namespace, name string) (*batchv1.Job, error) {
 // any restarted bridge.
 func RunLeading(ctx context.Context, cfg Config, leader *bus.Leadership) error {
 	defer leader.Release()
+	if skip := cfg.Skip; skip != nil {
+		// Each new term replays the log from its start, and the last
+		// term's follower may still be reading.
+		var mu sync.Mutex
+		var through uint64
+		cfg.Skip = func(seq uint64, typ string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seq > through {
+				through = seq
+				skip(seq, typ, err)
+			}
+		}
+	}
 	for ctx.Err() == nil {
 		leading, err := leader.Lead(ctx)
 		if err != nil && !errors.Is(err, bus.ErrLeaseLost) {

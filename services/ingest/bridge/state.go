@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/jetqueue/jetqueue/libs/api"
@@ -45,9 +46,11 @@ func newState() *state {
 }
 
 // apply folds one event and returns the key of the workload it concerns
-// ("" for config events). Events about unknown workloads are ignored: the
-// log is the truth, and the bridge only mirrors it.
-func (s *state) apply(seq uint64, ev events.Event) string {
+// ("" for config events). An event about a workload the log never
+// submitted (or deleted before) is an error: every writer of a workload
+// event fences it on the workload's subject, so it is impossible content,
+// which the caller skips by the services' rule.
+func (s *state) apply(seq uint64, ev events.Event) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch d := ev.Data.(type) {
@@ -58,12 +61,12 @@ func (s *state) apply(seq uint64, ev events.Event) string {
 				s.flavors[d.Name] = rf.Spec
 			}
 		}
-		return ""
+		return "", nil
 	case *events.ConfigRef:
 		if ev.Type == events.ConfigDeleted && d.Kind == api.KindResourceFlavor {
 			delete(s.flavors, d.Name)
 		}
-		return ""
+		return "", nil
 	case *events.WorkloadSubmittedData:
 		var meta struct {
 			Metadata struct {
@@ -73,21 +76,21 @@ func (s *state) apply(seq uint64, ev events.Event) string {
 		_ = json.Unmarshal(d.Workload, &meta)
 		key := d.Namespace + "/" + d.Name
 		s.workloads[key] = workload{submitID: ev.ID, uid: meta.Metadata.UID}
-		return key
+		return key, nil
 	}
 	ref, ok := workloadRef(ev.Data)
 	if !ok {
-		return ""
+		return "", nil
 	}
 	key := ref.Namespace + "/" + ref.Name
 	w, ok := s.workloads[key]
 	if !ok {
-		return ""
+		return "", fmt.Errorf("%s about unknown workload %s", ev.Type, key)
 	}
 	switch ev.Type {
 	case events.WorkloadDeleted:
 		delete(s.workloads, key)
-		return key
+		return key, nil
 	case events.QuotaReserved:
 		adm := ev.Data.(*events.QuotaReservedData).Admission
 		w.admission, w.admittedSeq, w.podsReady, w.inactive = &adm, seq, false, false
@@ -102,10 +105,10 @@ func (s *state) apply(seq uint64, ev events.Event) string {
 	case events.WorkloadFinished:
 		w.admission, w.podsReady, w.finished = nil, false, true
 	default:
-		return ""
+		return "", nil
 	}
 	s.workloads[key] = w
-	return key
+	return key, nil
 }
 
 // workloadRef finds the workload a workload event is about.

@@ -5,21 +5,34 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+
 	"github.com/jetqueue/jetqueue/libs/api"
 )
 
-// errorBody is API.md's error shape.
+// errorBody is API.md's error shape; a 5xx adds the request id.
 type errorBody struct {
-	Errors []api.FieldError `json:"errors"`
+	Errors    []api.FieldError `json:"errors"`
+	RequestID string           `json:"requestId,omitempty"`
 }
 
-// httpError is an error with its status and field errors.
+// httpError is an error with its status and field errors. A 5xx may keep
+// its internal cause for the log; the client never sees it.
 type httpError struct {
 	status int
 	errs   []api.FieldError
+	cause  error
 }
 
-func (e *httpError) Error() string { return api.Errors(e.errs).Error() }
+func (e *httpError) Error() string {
+	if e.cause != nil {
+		return api.Errors(e.errs).Error() + ": " + e.cause.Error()
+	}
+	return api.Errors(e.errs).Error()
+}
+
+func (e *httpError) Unwrap() error { return e.cause }
 
 func fail(status int, object, field, msg string) *httpError {
 	return &httpError{status: status, errs: []api.FieldError{{Object: object, Field: field, Message: msg}}}
@@ -45,13 +58,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// writeError answers an error. A 4xx says what was wrong with the
+// request. A 5xx says only what a client can act on, with the request id;
+// the internal error (which may name the database, its user and host) goes
+// to the log under the same id. r is nil for answers outside an HTTP
+// request (a durable submission refused before it became one).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	if !errors.As(err, &he) {
-		he = fail(http.StatusInternalServerError, "", "", err.Error())
+		he = &httpError{status: http.StatusInternalServerError, cause: err,
+			errs: []api.FieldError{{Message: "internal error; the server log has the details under this request's id"}}}
+	}
+	if he.status < 500 {
+		writeJSON(w, he.status, errorBody{Errors: he.errs})
+		return
 	}
 	if he.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, he.status, errorBody{Errors: he.errs})
+	var id string
+	if r != nil {
+		id = requestID(r.Context())
+	}
+	if id == "" {
+		id = nuid.Next()
+		w.Header().Set(HeaderRequestID, id)
+	}
+	fields := []zap.Field{zap.String("request_id", id), zap.Int("status", he.status), zap.Error(err)}
+	if r != nil {
+		fields = append(fields, zap.String("method", r.Method), zap.String("path", r.URL.Path))
+	}
+	s.log.Error("request failed", fields...)
+	writeJSON(w, he.status, errorBody{Errors: he.errs, RequestID: id})
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,9 +27,13 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(*http.Request) (int, any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			r = withRequestID(w, r)
+			if wait, ok := longWaits[pattern]; ok {
+				extendWrite(w, wait)
+			}
 			status, body, err := h(r)
 			if err != nil {
-				writeError(w, err)
+				s.writeError(w, r, err)
 				return
 			}
 			writeJSON(w, status, body)
@@ -55,6 +58,13 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/debug/clock/advance", s.advanceClock)
 	handle("POST /v1/projection/rebuild", s.rebuildProjection)
 	return mux
+}
+
+// longWaits are the routes that wait on purpose, and their longest wait:
+// their write deadline is extended beyond the server's WriteTimeout.
+var longWaits = map[string]time.Duration{
+	"GET /v1/sync":                 maxSyncTimeout,
+	"POST /v1/debug/clock/advance": advanceTimeout,
 }
 
 // body reads a request body up to the configured limit.
@@ -117,14 +127,52 @@ type applied struct {
 var configKinds = map[string]bool{api.KindResourceFlavor: true, api.KindClusterQueue: true, api.KindLocalQueue: true,
 	api.KindWorkloadPriorityClass: true, api.KindPriorityClass: true, api.KindConfiguration: true}
 
-// apply validates every document before publishing any, so that nothing
-// invalid is ever half-applied.
+// apply validates every document, then publishes them as one atomic
+// batch: JetStream stores every change or none, and checks each one's
+// fence (the object's position when it was read) at the commit, so a
+// conflict on any document leaves nothing of the request applied.
 func (s *Server) apply(r *http.Request) (int, any, error) {
 	objs, err := s.decode(r)
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := validateConfig(objs); err != nil {
+		return 0, nil, err
+	}
+	var writes []bus.Write
+	result := make([]applied, 0, len(objs))
+	for _, o := range objs {
+		w, out, err := s.planApply(r.Context(), o)
+		if err != nil {
+			return 0, nil, err
+		}
+		if w != nil {
+			writes = append(writes, *w)
+		}
+		result = append(result, out)
+	}
+	if len(writes) > 0 {
+		_, err := bus.PublishAtomic(r.Context(), s.js, writes)
+		if errors.Is(err, bus.ErrConflict) {
+			return 0, nil, fail(http.StatusConflict, "", "", "an object of this request changed concurrently; nothing was applied; apply again")
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, map[string]any{"applied": result}, nil
+}
+
+// validateConfig refuses, before anything is read or published, a request
+// with a document that is not valid configuration, more documents than one
+// atomic batch holds, or one object twice (its second change could not be
+// fenced, and which one wins would be a guess).
+func validateConfig(objs []api.Object) error {
+	if len(objs) > bus.MaxAtomic {
+		return fail(http.StatusRequestEntityTooLarge, "", "", fmt.Sprintf("%d documents: at most %d per request", len(objs), bus.MaxAtomic))
+	}
 	var errs api.Errors
+	seen := make(map[events.ConfigRef]bool, len(objs))
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		if !configKinds[kind] {
@@ -137,56 +185,48 @@ func (s *Server) apply(r *http.Request) (int, any, error) {
 			if errors.As(err, &list) {
 				errs = append(errs, list...)
 			}
+			continue
+		}
+		if ref := configRef(o); seen[ref] {
+			errs = append(errs, api.FieldError{Object: api.ObjectRef(o), Field: "metadata.name",
+				Message: "appears more than once in this request"})
+		} else {
+			seen[ref] = true
 		}
 	}
 	if len(errs) > 0 {
-		return 0, nil, &httpError{status: http.StatusBadRequest, errs: errs}
+		return &httpError{status: http.StatusBadRequest, errs: errs}
 	}
-	type plan struct {
-		ev     events.Event
-		expect uint64
-		out    applied
+	return nil
+}
+
+// planApply reads an object's position and says what applying it does:
+// the event to publish fenced at that position, or nil when unchanged.
+func (s *Server) planApply(ctx context.Context, o api.Object) (*bus.Write, applied, error) {
+	ref := configRef(o)
+	out := applied{Kind: ref.Kind, Name: ref.Name, Namespace: ref.Namespace, Action: "created"}
+	subject := events.ConfigSubject(ref.Kind, ref.Namespace, ref.Name)
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return nil, out, err
 	}
-	var plans []plan
-	for _, o := range objs {
-		ref := configRef(o)
-		subject := events.ConfigSubject(ref.Kind, ref.Namespace, ref.Name)
-		raw, err := json.Marshal(o)
-		if err != nil {
-			return 0, nil, err
-		}
-		seq, prev, err := s.last(r.Context(), subject)
-		if err != nil {
-			return 0, nil, err
-		}
-		out := applied{Kind: ref.Kind, Name: ref.Name, Namespace: ref.Namespace, Action: "created"}
-		if prev != nil && prev.Type == events.ConfigApplied {
-			old := prev.Data.(*events.ConfigAppliedData).Object
-			if string(old) == string(raw) {
-				out.Action = "unchanged"
-				plans = append(plans, plan{out: out})
-				continue
-			}
-			if err := immutable(ref, old, o); err != nil {
-				return 0, nil, err
-			}
-			out.Action = "updated"
-		}
-		ev := s.event(events.ConfigApplied, subject, &events.ConfigAppliedData{ConfigRef: ref, Object: raw})
-		plans = append(plans, plan{ev: ev, expect: seq, out: out})
+	seq, prev, err := s.last(ctx, subject)
+	if err != nil {
+		return nil, out, err
 	}
-	var result []applied
-	for _, p := range plans {
-		if p.out.Action != "unchanged" {
-			if _, _, err := bus.Publish(r.Context(), s.js, p.ev, &p.expect); errors.Is(err, bus.ErrConflict) {
-				return 0, nil, fail(http.StatusConflict, p.out.Kind+"/"+p.out.Name, "", "changed concurrently; apply again")
-			} else if err != nil {
-				return 0, nil, err
-			}
+	if prev != nil && prev.Type == events.ConfigApplied {
+		old := prev.Data.(*events.ConfigAppliedData).Object
+		if string(old) == string(raw) {
+			out.Action = "unchanged"
+			return nil, out, nil
 		}
-		result = append(result, p.out)
+		if err := immutable(ref, old, o); err != nil {
+			return nil, out, err
+		}
+		out.Action = "updated"
 	}
-	return http.StatusOK, map[string]any{"applied": result}, nil
+	ev := s.event(events.ConfigApplied, subject, &events.ConfigAppliedData{ConfigRef: ref, Object: raw})
+	return &bus.Write{Event: ev, ExpectLast: &seq}, out, nil
 }
 
 func configRef(o api.Object) events.ConfigRef {
@@ -265,151 +305,278 @@ type submitted struct {
 }
 
 // submit accepts one Workload or Job, or several at once (multi-document
-// YAML or a List): those are validated together, published together, and
-// considered by admission in the same cycle. The event id is derived from
-// the Idempotency-Key, else from the workload itself, so a retry is
-// answered from the stream; a different workload under a taken name fails
-// the subject fence and gets 409.
+// YAML or a List): those are validated together, published together as one
+// atomic batch (all or none), and considered by admission in the same
+// cycle.
+//
+// Idempotency is keyed to the body. With an Idempotency-Key, the event id
+// derives from the key, so JetStream's dedupe answers a retry with the
+// first submission; without one, from the document and its name's position
+// in the log. Either way the event records the digest of the document the
+// client sent, and the same key or name with another document is 409. A
+// different workload under a taken name fails the subject fence: 409.
 func (s *Server) submit(r *http.Request) (int, any, error) {
 	if err := s.admit(r.Context()); err != nil {
+		return 0, nil, err
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
 		return 0, nil, err
 	}
 	objs, err := s.decode(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	var subs []*submission
+	if len(objs) > bus.MaxAtomic {
+		return 0, nil, fail(http.StatusRequestEntityTooLarge, "", "", fmt.Sprintf("%d documents: at most %d per request", len(objs), bus.MaxAtomic))
+	}
+	subs := make([]*submission, 0, len(objs))
 	for i, o := range objs {
-		sub, err := s.prepare(r, o)
+		sub, err := s.prepare(r.Context(), o, key, i, len(objs))
 		if err != nil {
 			return 0, nil, err
-		}
-		if len(objs) > 1 {
-			sub.id = digest(sub.id, strconv.Itoa(i))
 		}
 		subs = append(subs, sub)
 	}
 	if len(subs) == 1 {
-		return s.publishSubmission(r.Context(), subs[0], nil)
+		return s.publishSubmission(r.Context(), subs[0])
 	}
-	var fresh []*submission
+	return s.publishSubmissions(r.Context(), subs)
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 256
+
+// idempotencyKey reads the Idempotency-Key header: at most
+// maxIdempotencyKey bytes of printable ASCII.
+func idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > maxIdempotencyKey {
+		return "", fail(http.StatusBadRequest, "", "Idempotency-Key", fmt.Sprintf("%d bytes: at most %d", len(k), maxIdempotencyKey))
+	}
+	if strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		return "", fail(http.StatusBadRequest, "", "Idempotency-Key", "only printable ASCII characters are allowed")
+	}
+	return k, nil
+}
+
+// submission is one validated workload ready to publish.
+type submission struct {
+	wl *api.Workload
+	// id is the event's id; keyed says it derives from an Idempotency-Key;
+	// doc is the digest of the document the client sent.
+	id      string
+	keyed   bool
+	doc     string
+	subject string
+	seq     uint64
+	prev    *events.Event
+}
+
+// prepare validates (and converts) one submitted object, reads its
+// subject's position and derives its event id: from the key (and its
+// place in a multi-document request), else from the document and the
+// position, so that the same workload submitted again after its deletion
+// is a new event rather than a duplicate JetStream would drop.
+func (s *Server) prepare(ctx context.Context, o api.Object, key string, index, count int) (*submission, error) {
+	if err := api.Validate(o); err != nil {
+		return nil, invalid(err)
+	}
+	doc, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	wl, err := s.toWorkload(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	sub := &submission{wl: wl, doc: digest("document", string(doc)), keyed: key != ""}
+	if sub.keyed {
+		sub.id = digest("submit-key", wl.Namespace, key)
+		if count > 1 {
+			sub.id = digest(sub.id, strconv.Itoa(index))
+		}
+	}
+	if wl.Name == "" {
+		// A retry under the same key gets the same name.
+		suffix := strings.ToLower(nuid.Next()[17:])
+		if sub.keyed {
+			suffix = sub.id[:5]
+		}
+		wl.Name = wl.GenerateName + suffix
+	}
+	if err := api.Validate(wl); err != nil {
+		return nil, invalid(err)
+	}
+	sub.subject = events.WorkloadSubject(wl.Namespace, wl.Name)
+	if sub.seq, sub.prev, err = s.last(ctx, sub.subject); err != nil {
+		return nil, err
+	}
+	if !sub.keyed {
+		sub.id = digest("submit", wl.Namespace, wl.Name, sub.doc, strconv.FormatUint(sub.seq, 10))
+	}
+	if wl.UID == "" {
+		wl.UID = types.UID(uidFrom(sub.id))
+	}
+	return sub, nil
+}
+
+// toWorkload returns a submitted Workload, or the Workload of a Job.
+func (s *Server) toWorkload(ctx context.Context, o api.Object) (*api.Workload, error) {
+	switch o := o.(type) {
+	case *api.Workload:
+		return o, nil
+	case *api.Job:
+		wl, err := api.JobToWorkload(o, s.classes(ctx))
+		if err != nil {
+			return nil, invalid(err)
+		}
+		return wl, nil
+	}
+	return nil, fail(http.StatusBadRequest, api.ObjectRef(o), "kind", "only Workload and batch/v1 Job can be submitted")
+}
+
+// fresh says whether the submission's name is free: its subject is empty
+// or ends in a deletion. It returns the fence to publish at.
+func (sub *submission) fresh() (expect uint64, ok bool) {
+	switch {
+	case sub.prev == nil:
+		return 0, true
+	case sub.prev.Type == events.WorkloadDeleted:
+		return sub.seq, true
+	}
+	return 0, false
+}
+
+// submittedEvent is the WorkloadSubmitted of a submission.
+func (s *Server) submittedEvent(sub *submission, batch *events.Batch) events.Event {
+	wl := sub.wl
+	raw, _ := json.Marshal(wl)
+	ev := s.event(events.WorkloadSubmitted, sub.subject, &events.WorkloadSubmittedData{
+		WorkloadRef: events.WorkloadRef{Namespace: wl.Namespace, Name: wl.Name}, Workload: raw,
+		CreatedAt: s.createdAt(), RequestDigest: sub.doc})
+	ev.ID, ev.Batch = sub.id, batch
+	return ev
+}
+
+// publishSubmission publishes one workload, fenced on its subject.
+func (s *Server) publishSubmission(ctx context.Context, sub *submission) (int, any, error) {
+	expect, ok := sub.fresh()
+	if !ok {
+		return s.resubmitted(ctx, sub)
+	}
+	got, dup, err := bus.Publish(ctx, s.js, s.submittedEvent(sub, nil), &expect)
+	if errors.Is(err, bus.ErrConflict) {
+		return 0, nil, nameTaken(sub.wl)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if dup {
+		return s.duplicate(ctx, sub, got)
+	}
+	return http.StatusAccepted, submitted{Namespace: sub.wl.Namespace, Name: sub.wl.Name, UID: string(sub.wl.UID), Seq: got}, nil
+}
+
+// publishSubmissions publishes the workloads of a multi-document request
+// whose names are free as one atomic batch, and answers the others as
+// resubmissions. If any of the batch cannot be stored (a name taken
+// meanwhile, an event JetStream already holds), none is.
+func (s *Server) publishSubmissions(ctx context.Context, subs []*submission) (int, any, error) {
 	answers := make([]submitted, len(subs))
+	var fresh []int
+	var writes []bus.Write
 	for i, sub := range subs {
-		if sub.prev != nil && sub.prev.Type != events.WorkloadDeleted {
-			_, ans, err := s.resubmitted(r.Context(), sub.subject, sub.id, sub.wl)
+		expect, ok := sub.fresh()
+		if !ok {
+			_, ans, err := s.resubmitted(ctx, sub)
 			if err != nil {
 				return 0, nil, err
 			}
 			answers[i] = ans.(submitted)
 			continue
 		}
-		fresh = append(fresh, sub)
+		fresh = append(fresh, i)
+		writes = append(writes, bus.Write{ExpectLast: &expect})
+	}
+	if len(fresh) == 0 {
+		return http.StatusOK, map[string]any{"items": answers}, nil
 	}
 	batch := &events.Batch{ID: nuid.Next(), Size: len(fresh)}
-	status := http.StatusOK
-	for i, sub := range subs {
-		if !slices.Contains(fresh, sub) {
-			continue
-		}
-		_, ans, err := s.publishSubmission(r.Context(), sub, batch)
-		if err != nil {
-			return 0, nil, err
-		}
-		answers[i] = ans.(submitted)
-		status = http.StatusAccepted
+	for k, i := range fresh {
+		writes[k].Event = s.submittedEvent(subs[i], batch)
 	}
-	return status, map[string]any{"items": answers}, nil
-}
-
-// submission is one validated workload ready to publish.
-type submission struct {
-	wl      *api.Workload
-	id      string
-	subject string
-	seq     uint64
-	prev    *events.Event
-}
-
-// prepare validates (and converts) one submitted object and reads its
-// subject's position.
-func (s *Server) prepare(r *http.Request, o api.Object) (*submission, error) {
-	if err := api.Validate(o); err != nil {
-		return nil, invalid(err)
-	}
-	var wl *api.Workload
-	switch o := o.(type) {
-	case *api.Workload:
-		wl = o
-	case *api.Job:
-		var err error
-		if wl, err = api.JobToWorkload(o, s.classes(r.Context())); err != nil {
-			return nil, invalid(err)
-		}
-	default:
-		return nil, fail(http.StatusBadRequest, api.ObjectRef(o), "kind", "only Workload and batch/v1 Job can be submitted")
-	}
-	if wl.Name == "" {
-		wl.Name = wl.GenerateName + strings.ToLower(nuid.Next()[17:])
-	}
-	if err := api.Validate(wl); err != nil {
-		return nil, invalid(err)
-	}
-	spec, _ := json.Marshal(wl)
-	id := digest("submit", wl.Namespace, wl.Name, string(spec))
-	if k := r.Header.Get("Idempotency-Key"); k != "" {
-		id = digest("submit-key", wl.Namespace, k)
-	}
-	if wl.UID == "" {
-		wl.UID = types.UID(uidFrom(id))
-	}
-	sub := &submission{wl: wl, id: id, subject: events.WorkloadSubject(wl.Namespace, wl.Name)}
-	var err error
-	sub.seq, sub.prev, err = s.last(r.Context(), sub.subject)
-	return sub, err
-}
-
-// publishSubmission publishes one workload, fenced on its subject.
-func (s *Server) publishSubmission(ctx context.Context, sub *submission, batch *events.Batch) (int, any, error) {
-	wl := sub.wl
-	var expect uint64
+	seqs, err := bus.PublishAtomic(ctx, s.js, writes)
 	switch {
-	case sub.prev != nil && sub.prev.Type == events.WorkloadDeleted:
-		expect = sub.seq
-	case sub.prev != nil:
-		return s.resubmitted(ctx, sub.subject, sub.id, wl)
-	}
-	raw, _ := json.Marshal(wl)
-	ev := s.event(events.WorkloadSubmitted, sub.subject, &events.WorkloadSubmittedData{
-		WorkloadRef: events.WorkloadRef{Namespace: wl.Namespace, Name: wl.Name}, Workload: raw, CreatedAt: s.createdAt()})
-	ev.ID, ev.Batch = sub.id, batch
-	got, dup, err := bus.Publish(ctx, s.js, ev, &expect)
-	if errors.Is(err, bus.ErrConflict) {
-		return 0, nil, fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "metadata.name",
-			"a different workload with this name exists")
-	}
-	if err != nil {
+	case errors.Is(err, bus.ErrConflict):
+		return 0, nil, fail(http.StatusConflict, "", "metadata.name",
+			"a workload of this request was submitted or deleted meanwhile; nothing was submitted; submit again")
+	case errors.Is(err, bus.ErrDuplicateInBatch):
+		return 0, nil, fail(http.StatusConflict, "", "Idempotency-Key",
+			"part of this request was already submitted under this key (within "+bus.DefaultDuplicates.String()+"); nothing was submitted")
+	case err != nil:
 		return 0, nil, err
 	}
-	status := http.StatusAccepted
-	if dup {
-		status = http.StatusOK
+	for k, i := range fresh {
+		wl := subs[i].wl
+		answers[i] = submitted{Namespace: wl.Namespace, Name: wl.Name, UID: string(wl.UID), Seq: seqs[k]}
 	}
-	return status, submitted{Namespace: wl.Namespace, Name: wl.Name, UID: string(wl.UID), Seq: got}, nil
+	return http.StatusAccepted, map[string]any{"items": answers}, nil
+}
+
+// duplicate answers a submission JetStream dropped as a duplicate of the
+// event at seq: the first submission's answer if it is the same document
+// (a retry), else 409 naming the key reused for another document.
+func (s *Server) duplicate(ctx context.Context, sub *submission, seq uint64) (int, any, error) {
+	m, err := s.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the submission at %d: %w", seq, err)
+	}
+	ev, err := events.Parse(m.Header.Get, m.Data)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the submission at %d: %w", seq, err)
+	}
+	first, ok := ev.Data.(*events.WorkloadSubmittedData)
+	if !ok {
+		return 0, nil, fmt.Errorf("event %s at %d is a %s, not a submission", ev.ID, seq, ev.Type)
+	}
+	if !sameDocument(first, sub) {
+		return 0, nil, keyReused(sub.wl)
+	}
+	return http.StatusOK, answer(first, seq), nil
 }
 
 // resubmitted answers a submission under a name that is taken: the same
-// answer as before if it is the same submission (same body, or same
-// Idempotency-Key), else 409.
-func (s *Server) resubmitted(ctx context.Context, subject, id string, wl *api.Workload) (int, any, error) {
+// answer as before if it is the same submission (same document, and the
+// same Idempotency-Key if one was given), else 409.
+func (s *Server) resubmitted(ctx context.Context, sub *submission) (int, any, error) {
+	cur, curSeq, err := s.currentSubmission(ctx, sub.subject)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case cur == nil, sub.keyed && cur.ID != sub.id:
+		return 0, nil, nameTaken(sub.wl)
+	case !sameDocument(cur.Data.(*events.WorkloadSubmittedData), sub) && sub.keyed:
+		return 0, nil, keyReused(sub.wl)
+	case !sameDocument(cur.Data.(*events.WorkloadSubmittedData), sub):
+		return 0, nil, nameTaken(sub.wl)
+	}
+	return http.StatusOK, answer(cur.Data.(*events.WorkloadSubmittedData), curSeq), nil
+}
+
+// currentSubmission is the WorkloadSubmitted of the workload living on a
+// subject, and its sequence; nil when the last one was deleted.
+func (s *Server) currentSubmission(ctx context.Context, subject string) (*events.Event, uint64, error) {
 	var cur *events.Event
 	var curSeq uint64
 	for next := uint64(1); ; {
 		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
+			return cur, curSeq, nil
 		}
 		if err != nil {
-			return 0, nil, err
+			return nil, 0, err
 		}
 		if ev, err := events.Parse(m.Header.Get, m.Data); err == nil {
 			switch ev.Type {
@@ -421,13 +588,33 @@ func (s *Server) resubmitted(ctx context.Context, subject, id string, wl *api.Wo
 		}
 		next = m.Sequence + 1
 	}
-	if cur == nil || cur.ID != id {
-		return 0, nil, fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "metadata.name",
-			"a different workload with this name exists")
+}
+
+// sameDocument says whether a stored submission is of the document the
+// client sent now. Of a submission stored before documents had digests,
+// only its key is known: the same key counts as the same submission (its
+// id was checked), and without a key nothing proves it.
+func sameDocument(stored *events.WorkloadSubmittedData, sub *submission) bool {
+	if stored.RequestDigest == "" {
+		return sub.keyed
 	}
-	var prev api.Workload
-	_ = json.Unmarshal(cur.Data.(*events.WorkloadSubmittedData).Workload, &prev)
-	return http.StatusOK, submitted{Namespace: wl.Namespace, Name: wl.Name, UID: string(prev.UID), Seq: curSeq}, nil
+	return stored.RequestDigest == sub.doc
+}
+
+func answer(d *events.WorkloadSubmittedData, seq uint64) submitted {
+	var wl api.Workload
+	_ = json.Unmarshal(d.Workload, &wl)
+	return submitted{Namespace: d.Namespace, Name: d.Name, UID: string(wl.UID), Seq: seq}
+}
+
+func nameTaken(wl *api.Workload) error {
+	return fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "metadata.name", "a different workload with this name exists")
+}
+
+func keyReused(wl *api.Workload) error {
+	return fail(http.StatusConflict, "Workload/"+wl.Namespace+"/"+wl.Name, "Idempotency-Key",
+		"this key was used for a different document; a key is remembered while its workload lives, and for "+
+			bus.DefaultDuplicates.String()+" (JQ_EVENTS' duplicate window) under any name")
 }
 
 func digest(parts ...string) string {
@@ -478,7 +665,7 @@ func (s *Server) workloadAction(typ events.Type) func(*http.Request) (int, any, 
 		subject := events.WorkloadSubject(ns, name)
 		ev := s.event(typ, subject, data)
 		if v := r.Header.Get("JQ-Batch"); v != "" {
-			b, err := events.ParseBatch(v)
+			b, err := events.ParseClientBatch(v)
 			if err != nil {
 				return 0, nil, fail(http.StatusBadRequest, object, "JQ-Batch", err.Error())
 			}
@@ -664,7 +851,7 @@ func (s *Server) advanceClock(r *http.Request) (int, any, error) {
 	if perr != nil || d < 0 {
 		return 0, nil, fail(http.StatusBadRequest, "", "duration", "want {\"duration\": \"6m\"}, a non-negative Go duration")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(r.Context(), advanceTimeout)
 	defer cancel()
 	target := s.clock.Now().Add(d)
 	for {
@@ -697,13 +884,20 @@ var deciders = []string{"admission", "preemptor", timerService}
 
 const timerService = "podsready"
 
+// maxSyncTimeout is the longest ?timeout= of GET /v1/sync; advanceTimeout
+// bounds one clock advance.
+const (
+	maxSyncTimeout = 5 * time.Minute
+	advanceTimeout = 2 * time.Minute
+)
+
 // sync returns once every decider and the projection have processed every
 // event published so far (and what they published in turn).
 func (s *Server) sync(r *http.Request) (int, any, error) {
 	timeout := 10 * time.Second
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > 5*time.Minute {
+		if err != nil || d <= 0 || d > maxSyncTimeout {
 			return 0, nil, fail(http.StatusBadRequest, "", "timeout", "must be a duration up to 5m")
 		}
 		timeout = d
@@ -727,46 +921,50 @@ func (s *Server) sync(r *http.Request) (int, any, error) {
 // still waiting for.
 func (s *Server) processed(ctx context.Context) error {
 	for {
-		waiting := s.waitingFor(ctx)
+		waiting, err := s.waitingFor(ctx)
 		if waiting == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(http.StatusGatewayTimeout, "", "", "not every event was processed in time: waiting for "+waiting)
+			// The answer names what it waited for; why it could not be
+			// read (an error that may name the database) goes to the log.
+			return &httpError{status: http.StatusGatewayTimeout, cause: err,
+				errs: []api.FieldError{{Message: "not every event was processed in time: waiting for " + waiting}}}
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
 // waitingFor names what has not yet processed the whole stream, or
-// returns "" when everything has.
-func (s *Server) waitingFor(ctx context.Context) string {
+// returns "" when everything has; err is why a position could not be
+// read, for the log only.
+func (s *Server) waitingFor(ctx context.Context) (string, error) {
 	// Progress first, then the stream's end: a consumer reports its
 	// progress only after publishing what it decided on the way, so the
 	// end read afterwards includes those decisions.
 	marks, err := bus.ReadMarks(ctx, s.js)
 	if err != nil {
-		return "the progress marks (" + err.Error() + ")"
+		return "the progress marks (unreadable)", err
 	}
 	proj, err := s.store.LastSeq(ctx)
 	if err != nil {
-		return "the projection (" + err.Error() + ")"
+		return "the projection (unreadable)", err
 	}
 	info, err := s.stream.Info(ctx)
 	if err != nil {
-		return "the stream (" + err.Error() + ")"
+		return "the stream (unreadable)", err
 	}
 	end := info.State.LastSeq
 	if proj < end {
-		return fmt.Sprintf("the projection (at %d of %d)", proj, end)
+		return fmt.Sprintf("the projection (at %d of %d)", proj, end), nil
 	}
 	if m := marks["admission"]; m.Seq < end {
-		return fmt.Sprintf("admission (at %d of %d)", m.Seq, end)
+		return fmt.Sprintf("admission (at %d of %d)", m.Seq, end), nil
 	}
 	for _, name := range deciders {
 		if m, ok := marks[name]; ok && m.Seq < end {
-			return fmt.Sprintf("%s (at %d of %d)", name, m.Seq, end)
+			return fmt.Sprintf("%s (at %d of %d)", name, m.Seq, end), nil
 		}
 	}
 	if m, ok := marks[timerService]; ok && s.clock != nil && (m.Clock == nil || m.Clock.Before(s.clock.Now())) {
@@ -774,24 +972,24 @@ func (s *Server) waitingFor(ctx context.Context) string {
 		if m.Clock != nil {
 			acted = m.Clock.Format(time.RFC3339Nano)
 		}
-		return fmt.Sprintf("%s to act at %s (it has acted up to %s)", timerService, s.clock.Now().Format(time.RFC3339Nano), acted)
+		return fmt.Sprintf("%s to act at %s (it has acted up to %s)", timerService, s.clock.Now().Format(time.RFC3339Nano), acted), nil
 	}
 	// The scorer reports through its durable consumer: nothing left to
 	// deliver and nothing unacknowledged means every Placed is published
 	// (it acknowledges after publishing).
 	c, err := s.stream.Consumer(ctx, events.ScorerDurable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return ""
+		return "", nil
 	}
 	if err != nil {
-		return "the scorer (" + err.Error() + ")"
+		return "the scorer (unreadable)", err
 	}
 	ci, err := c.Info(ctx)
 	if err != nil {
-		return "the scorer (" + err.Error() + ")"
+		return "the scorer (unreadable)", err
 	}
 	if ci.NumPending > 0 || ci.NumAckPending > 0 {
-		return fmt.Sprintf("the scorer (%d to deliver, %d unacknowledged)", ci.NumPending, ci.NumAckPending)
+		return fmt.Sprintf("the scorer (%d to deliver, %d unacknowledged)", ci.NumPending, ci.NumAckPending), nil
 	}
-	return ""
+	return "", nil
 }

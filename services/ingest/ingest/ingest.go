@@ -1,7 +1,8 @@
 // Package ingest is the front door of jetqueue: the HTTP API of API.md,
 // which validates what clients send with libs/api and publishes it to
-// JQ_EVENTS, and the projector that keeps the PostgreSQL read model the
-// queries are answered from.
+// JQ_EVENTS, and the host of the projector (package projector) that keeps
+// the PostgreSQL read model the queries are answered from, one writer at
+// a time under a lease.
 //
 // Nothing invalid reaches the stream: a request is decoded and validated
 // whole before its first event is published. Uniqueness of a workload name
@@ -30,6 +31,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/store"
 	"github.com/jetqueue/jetqueue/services/ingest/bridge"
+	"github.com/jetqueue/jetqueue/services/ingest/projector"
 )
 
 // Config is the service's configuration.
@@ -38,6 +40,8 @@ type Config struct {
 	DatabaseURL string
 	HTTPAddr    string
 	MaxBody     int64
+	// HTTP bounds the HTTP server's timeouts and header size.
+	HTTP HTTPLimits
 	// MaxLag is how many events admission may be behind before
 	// submissions are refused with 503; 0 disables the check.
 	MaxLag uint64
@@ -58,9 +62,9 @@ type Config struct {
 	Kube       kubernetes.Interface
 }
 
-// bridgeLeaseTTL is how long a silent ingest keeps the Kubernetes
-// bridge: one instance runs it.
-const bridgeLeaseTTL = 5 * time.Second
+// leaseTTL is how long a silent ingest keeps the roles one instance
+// holds at a time: the projector and the Kubernetes bridge.
+const leaseTTL = 5 * time.Second
 
 // Server is one ingest instance.
 type Server struct {
@@ -118,9 +122,6 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	if err := forgetOtherStreams(ctx, stream, st, rt.Log); err != nil {
-		return err
-	}
 	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error)}
 
 	handler := s.routes()
@@ -133,14 +134,11 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			_ = sub.Drain()
 		}
 	}()
-	var leader *bus.Leadership
-	if kube != nil {
-		leases, ttl, err := bus.EnsureLeaseBucket(ctx, js, bridgeLeaseTTL)
-		if err != nil {
-			return err
-		}
-		leader = bus.NewLeadership(leases, "kube-bridge", "ingest-"+nuid.Next(), ttl)
+	leases, ttl, err := bus.EnsureLeaseBucket(ctx, js, leaseTTL)
+	if err != nil {
+		return err
 	}
+	instance := "ingest-" + nuid.Next()
 	submissions, err := ensureSubmissions(ctx, js)
 	if err != nil {
 		return err
@@ -149,7 +147,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.httpServer(handler)
 	errc := make(chan error, 4)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -161,7 +159,9 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := project(pctx, rt.Log, stream, st, s.rebuild); err != nil {
+		err := projector.Run(pctx, projector.Config{JS: js, Stream: stream, Store: st, Log: rt.Log, Skip: rt.Skip,
+			Leader: bus.NewLeadership(leases, projector.LeaseKey, instance, ttl), Rebuild: s.rebuild, Registerer: rt.Registry})
+		if err != nil {
 			errc <- err
 		}
 	}()
@@ -173,8 +173,9 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	if kube != nil {
 		wg.Go(func() {
-			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log,
-				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }}, leader)
+			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log, Skip: rt.Skip,
+				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }},
+				bus.NewLeadership(leases, "kube-bridge", instance, ttl))
 			if err != nil {
 				errc <- err
 			}
@@ -207,26 +208,4 @@ func (s *Server) createdAt() time.Time {
 	}
 	s.lastCreated = t
 	return t
-}
-
-// forgetOtherStreams empties a projection that is ahead of the stream: it
-// was built from another JQ_EVENTS (a new dev data directory, a recreated
-// stream), and its sequence guard would otherwise skip the new events.
-func forgetOtherStreams(ctx context.Context, stream jetstream.Stream, st *store.Store, log *zap.Logger) error {
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return err
-	}
-	last, err := st.LastSeq(ctx)
-	if err != nil {
-		return err
-	}
-	if last <= info.State.LastSeq {
-		return nil
-	}
-	log.Warn("the projection is ahead of the stream; rebuilding it", zap.Uint64("projection", last), zap.Uint64("stream", info.State.LastSeq))
-	if err := stream.DeleteConsumer(ctx, projectorDurable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return err
-	}
-	return st.Reset(ctx)
 }

@@ -60,7 +60,7 @@ func (s *Server) serveNATS(nc *nats.Conn, h http.Handler) ([]*nats.Subscription,
 			req, err := build(m)
 			rec := httptest.NewRecorder()
 			if err != nil {
-				writeError(rec, fail(http.StatusBadRequest, "", "", err.Error()))
+				s.writeError(rec, nil, fail(http.StatusBadRequest, "", "", err.Error()))
 			} else {
 				h.ServeHTTP(rec, req)
 			}
@@ -167,9 +167,9 @@ func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 	rec := httptest.NewRecorder()
 	switch typ := m.Headers().Get(events.HeaderType); {
 	case id == "":
-		writeError(rec, fail(http.StatusBadRequest, "", events.HeaderID, "a durable submission needs a ce-id"))
+		s.writeError(rec, nil, fail(http.StatusBadRequest, "", events.HeaderID, "a durable submission needs a ce-id"))
 	case typ != SubmitType:
-		writeError(rec, fail(http.StatusBadRequest, "", events.HeaderType, fmt.Sprintf("want %s, got %q", SubmitType, typ)))
+		s.writeError(rec, nil, fail(http.StatusBadRequest, "", events.HeaderType, fmt.Sprintf("want %s, got %q", SubmitType, typ)))
 	default:
 		req, _ := http.NewRequest("POST", "/v1/workloads", bytes.NewReader(m.Data()))
 		req.Header.Set("Idempotency-Key", id)

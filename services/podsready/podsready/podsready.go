@@ -65,6 +65,9 @@ type Service struct {
 	// await is the sequence of this instance's last publication: timers
 	// are fired again only once it has been read back.
 	await uint64
+	rt    *service.Runtime
+	// skippedThrough is the last sequence skipped as unappliable.
+	skippedThrough uint64
 }
 
 // Run is the service's main: it returns when ctx ends.
@@ -84,7 +87,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		cfg.Now = m.Now
 	}
-	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader}
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader, rt: rt}
 	if s.progress, err = bus.NewProgress(ctx, conn.JS, "podsready"); err != nil {
 		return err
 	}
@@ -172,16 +175,27 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		pending = meta.NumPending
 		s.last = meta.Sequence.Stream
 		s.onSubj[msg.Subject()] = s.last
-		ev, err := bus.Decode(msg)
-		if err != nil {
-			s.log.Warn("skipping an event that does not decode", zap.Uint64("seq", s.last), zap.Error(err))
-			continue
-		}
-		if err := replay.Apply(s.eng, ev); err != nil {
-			s.log.Debug("event not applied", zap.Uint64("seq", s.last), zap.String("type", string(ev.Type)), zap.Error(err))
-		}
+		s.apply(msg)
 	}
 	return len(msgs) == 0 || pending == 0, nil
+}
+
+// apply folds one event into the replica. An event that cannot be applied
+// (it does not decode, its content is impossible, applying it panics) is
+// skipped by the services' rule and never stops the replay: returning the
+// error would restart the service onto the same event for ever.
+func (s *Service) apply(msg jetstream.Msg) {
+	typ := msg.Headers().Get(events.HeaderType)
+	ev, err := bus.Decode(msg)
+	if err == nil {
+		err = replay.Guard(func() error { return replay.Apply(s.eng, ev) })
+	}
+	if err != nil && s.last > s.skippedThrough {
+		// A replay after a lost lease reads the same events again: each
+		// is counted once.
+		s.skippedThrough = s.last
+		s.rt.Skip(s.last, typ, err)
+	}
 }
 
 // fire publishes every timer due at now, as one batch.

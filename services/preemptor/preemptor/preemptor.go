@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,8 @@ type Service struct {
 	leader   *bus.Leadership
 	progress *bus.Progress
 	outcomes *prometheus.CounterVec
+	rt       *service.Runtime
+	stream   jetstream.Stream
 }
 
 // Run is the service's main: it returns when ctx ends.
@@ -59,7 +62,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer conn.Close()
-	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader,
+	s := &Service{cfg: cfg, log: rt.Log, js: conn.JS, leader: leader, rt: rt, stream: conn.Stream,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_preemptor_evictions_total",
 			Help: "Victims by outcome: evicted, stale (changed since chosen: not evicted), duplicate."}, []string{"outcome"})}
 	if rt.Registry != nil {
@@ -141,23 +144,63 @@ func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
 	return nil
 }
 
-// handle carries out one PreemptionRequested; other events pass.
+// handle carries out one PreemptionRequested; other events pass. A
+// request that cannot be carried out as written (it does not decode, or
+// names a victim that never existed) is skipped by the services' rule
+// rather than returned as an error, which would restart the service onto
+// the same request for ever.
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
-	if events.Type(m.Headers().Get(events.HeaderType)) != events.PreemptionRequested {
+	typ := m.Headers().Get(events.HeaderType)
+	if events.Type(typ) != events.PreemptionRequested {
 		return nil
 	}
+	meta, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("message metadata: %w", err)
+	}
+	seq := meta.Sequence.Stream
 	ev, err := bus.Decode(m)
 	if err != nil {
-		s.log.Warn("skipping a preemption request that does not decode", zap.Error(err))
+		s.rt.Skip(seq, typ, err)
 		return nil
 	}
-	req, ok := ev.Data.(*events.PreemptionRequestedData)
-	if !ok {
+	req := ev.Data.(*events.PreemptionRequestedData)
+	if err := checkVictims(seq, req); err != nil {
+		s.rt.Skip(seq, typ, err)
 		return nil
 	}
 	if err := s.leader.Check(ctx); err != nil {
 		return err
 	}
+	unknown, err := s.evict(ctx, ev, req)
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		s.rt.Skip(seq, typ, fmt.Errorf("%w: %s", errUnknownVictim, strings.Join(unknown, ", ")))
+	}
+	return nil
+}
+
+// errUnknownVictim is a preemption request naming a workload that never
+// existed.
+var errUnknownVictim = errors.New("victims that never existed")
+
+// checkVictims refuses what no admission leader can have written: a victim
+// holds quota, so its subject has events, all of them before the request.
+func checkVictims(seq uint64, req *events.PreemptionRequestedData) error {
+	for _, v := range req.Victims {
+		if v.Seq == 0 || v.Seq >= seq {
+			return fmt.Errorf("victim %s at sequence %d of a request at %d: impossible", replay.Key(v.WorkloadRef), v.Seq, seq)
+		}
+	}
+	return nil
+}
+
+// evict publishes the request's evictions, each fenced at the sequence its
+// victim was chosen at, and returns the victims that turned out never to
+// have existed.
+func (s *Service) evict(ctx context.Context, ev events.Event, req *events.PreemptionRequestedData) ([]string, error) {
 	type inflight struct {
 		ev events.Event
 		f  jetstream.PubAckFuture
@@ -167,24 +210,47 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		expect := req.Victims[i].Seq
 		f, err := bus.PublishAsync(s.js, ev, &expect)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sent = append(sent, inflight{ev, f})
 	}
-	for _, p := range sent {
+	var unknown []string
+	for i, p := range sent {
 		_, dup, err := bus.Result(ctx, p.ev, p.f)
 		switch {
 		case errors.Is(err, bus.ErrConflict):
+			exists, err := s.exists(ctx, p.ev.Subject)
+			if err != nil {
+				return nil, err
+			}
+			if !exists {
+				unknown = append(unknown, replay.Key(req.Victims[i].WorkloadRef))
+				continue
+			}
 			s.outcomes.WithLabelValues("stale").Inc()
 			s.log.Info("victim changed since it was chosen; not evicted", zap.String("subject", p.ev.Subject),
 				zap.String("request", ev.ID))
 		case err != nil:
-			return err
+			return nil, err
 		case dup:
 			s.outcomes.WithLabelValues("duplicate").Inc()
 		default:
 			s.outcomes.WithLabelValues("evicted").Inc()
 		}
 	}
-	return nil
+	return unknown, nil
+}
+
+// exists reports whether a workload subject holds any event. It is asked
+// only when a fence failed, to tell a victim that moved on from one that
+// never was.
+func (s *Service) exists(ctx context.Context, subject string) (bool, error) {
+	_, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("last event on %s: %w", subject, err)
+	}
+	return true, nil
 }

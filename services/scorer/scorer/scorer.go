@@ -28,6 +28,7 @@ package scorer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 	"github.com/jetqueue/jetqueue/libs/service"
 )
@@ -66,8 +68,6 @@ type Config struct {
 	KubeClient kubernetes.Interface
 	Scoring    ScoringOptions
 	Stream     bus.StreamOptions
-	// Now stamps published events; nil means the wall clock.
-	Now func() time.Time
 	// WaitForState bounds how long a QuotaReserved event waits for the
 	// follower to apply it before it is handed back for redelivery.
 	WaitForState time.Duration
@@ -81,15 +81,13 @@ type Service struct {
 	scorer  *scoring.Scorer
 	inv     *Inventory
 	follow  *follower
+	rt      *service.Runtime
 	placed  *prometheus.CounterVec
 	queries *prometheus.CounterVec
 }
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.WaitForState <= 0 {
 		cfg.WaitForState = 10 * time.Second
 	}
@@ -104,7 +102,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("scoring config: %w", err)
 	}
-	s := &Service{cfg: cfg, log: rt.Log, scorer: sc, inv: NewInventory(), follow: newFollower(),
+	s := &Service{cfg: cfg, log: rt.Log, rt: rt, scorer: sc, inv: NewInventory(), follow: newFollower(rt.Skip),
 		placed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_scorer_admissions_total",
 			Help: "QuotaReserved events handled, by outcome: placed, partial, unplaced, skipped."}, []string{"outcome"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_scorer_queries_total",
@@ -146,7 +144,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		g.Go(func() error { return runKV(gctx, kv, s.inv, s.log) })
 	}
-	g.Go(func() error { return s.follow.run(gctx, s.js, s.log) })
+	g.Go(func() error { return s.follow.run(gctx, s.js) })
 
 	q := &Querier{Scorer: sc, Inventory: s.inv, observe: func(status int) {
 		s.queries.WithLabelValues(fmt.Sprint(status)).Inc()
@@ -221,12 +219,21 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	ev, err := bus.Decode(msg)
 	if err != nil {
-		// A malformed event never gets better: stop its redelivery.
+		// A malformed event never gets better: stop its redelivery. The
+		// follower, which reads every event, has already skipped it by the
+		// services' rule and counted it.
 		_ = msg.TermWithReason(err.Error())
 		return nil
 	}
 	if ev.Type == events.QuotaReserved {
-		if err := s.place(ctx, meta.Sequence.Stream, ev); err != nil {
+		err := replay.Guard(func() error { return s.place(ctx, meta.Sequence.Stream, ev) })
+		if errors.Is(err, replay.ErrPanicked) {
+			// Placing it will panic again on every redelivery.
+			s.rt.Skip(meta.Sequence.Stream, string(ev.Type), err)
+			_ = msg.TermWithReason(err.Error())
+			return nil
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("placement not published; it will be redelivered", zap.String("event", ev.ID), zap.Error(err))
 			}
@@ -260,7 +267,10 @@ func (s *Service) place(ctx context.Context, seq uint64, ev events.Event) error 
 		s.log.Debug("admission not placed", zap.String("event", ev.ID), zap.String("why", skip))
 		return nil
 	}
-	out := events.Event{ID: PlacedID(ev.ID), Type: events.Placed, Source: "jetqueue/scorer", Time: s.cfg.Now(),
+	// A placement is stamped with the time of the admission it places: the
+	// scorer reads no clock, so it can never move anyone's time (under a
+	// manual clock, a wall-clock stamp here moved every later decision).
+	out := events.Event{ID: PlacedID(ev.ID), Type: events.Placed, Source: "jetqueue/scorer", Time: ev.Time,
 		Subject: events.PlacedSubject(d.Namespace, d.Name), Data: placed}
 	if _, _, err := bus.Publish(ctx, s.js, out, nil); err != nil {
 		return err
@@ -309,6 +319,8 @@ func outcome(p *events.PlacedData) string {
 // follower folds the log into a State through an ordered consumer and
 // says how far it has got.
 type follower struct {
+	// skip is the services' rule for an event that cannot be applied.
+	skip     func(seq uint64, typ string, err error)
 	mu       sync.Mutex
 	state    *State
 	applied  uint64
@@ -316,8 +328,8 @@ type follower struct {
 	notify   chan struct{}
 }
 
-func newFollower() *follower {
-	return &follower{state: NewState(), notify: make(chan struct{})}
+func newFollower(skip func(seq uint64, typ string, err error)) *follower {
+	return &follower{skip: skip, state: NewState(), notify: make(chan struct{})}
 }
 
 func (f *follower) changed() <-chan struct{} {
@@ -345,7 +357,7 @@ func (f *follower) waitFor(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-func (f *follower) run(ctx context.Context, js jetstream.JetStream, log *zap.Logger) error {
+func (f *follower) run(ctx context.Context, js jetstream.JetStream) error {
 	// Every event is a workload or config event: no filter is needed, and
 	// nats-server before 2.10 refuses several filter subjects.
 	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
@@ -362,14 +374,18 @@ func (f *follower) run(ctx context.Context, js jetstream.JetStream, log *zap.Log
 			}
 			return fmt.Errorf("follow %s: %w", events.Stream, err)
 		}
-		f.apply(msgs, log)
+		f.apply(msgs)
 	}
 	return nil
 }
 
 // apply folds a batch and wakes the waiters; an empty batch or one that
-// reaches the end of the stream means the follower has caught up.
-func (f *follower) apply(msgs []jetstream.Msg, log *zap.Logger) {
+// reaches the end of the stream means the follower has caught up. An
+// event that cannot be applied (it does not decode, its content is
+// impossible, applying it panics) is skipped by the services' rule: it
+// is the truth of the log and stays there, and stopping on it would stop
+// on it again after every restart.
+func (f *follower) apply(msgs []jetstream.Msg) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	caughtUp := len(msgs) == 0
@@ -381,12 +397,11 @@ func (f *follower) apply(msgs []jetstream.Msg, log *zap.Logger) {
 		f.applied = meta.Sequence.Stream
 		caughtUp = meta.NumPending == 0
 		ev, err := bus.Decode(msg)
-		if err != nil {
-			log.Warn("skipping an event that does not decode", zap.Uint64("seq", f.applied), zap.Error(err))
-			continue
+		if err == nil {
+			err = replay.Guard(func() error { return f.state.Apply(ev) })
 		}
-		if err := f.state.Apply(ev); err != nil {
-			log.Warn("event not applied", zap.Uint64("seq", f.applied), zap.String("type", string(ev.Type)), zap.Error(err))
+		if err != nil {
+			f.skip(f.applied, msg.Headers().Get(events.HeaderType), err)
 		}
 	}
 	if caughtUp {

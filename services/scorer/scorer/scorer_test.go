@@ -53,8 +53,7 @@ func (h *harness) start(instance string) (stop func()) {
 		done <- service.RunContext(ctx, "scorer", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
 			func(ctx context.Context, rt *service.Runtime) error {
 				rts <- rt
-				return Run(ctx, rt, Config{NATSURL: h.url, Instance: instance, Inventory: InventoryKV,
-					Now: func() time.Time { return t0 }})
+				return Run(ctx, rt, Config{NATSURL: h.url, Instance: instance, Inventory: InventoryKV})
 			})
 	}()
 	stop = func() {
@@ -181,6 +180,9 @@ func TestPlacedEndToEnd(t *testing.T) {
 	train := h.waitPlaced("train", 1)
 	if train[0].ID != PlacedID("qr-train") {
 		t.Errorf("Placed id %q, want %q", train[0].ID, PlacedID("qr-train"))
+	}
+	if !train[0].Time.Equal(t0) {
+		t.Errorf("Placed stamped %s, want the admission's time %s", train[0].Time, t0)
 	}
 	// The default profile (gpu MostAllocated 2, cpu and memory
 	// LeastAllocated 1) gives the same scores as TestPlace: memory is not

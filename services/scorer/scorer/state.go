@@ -59,8 +59,11 @@ func PlacedID(admissionID string) string { return placedIDPrefix + admissionID }
 func key(r events.WorkloadRef) string { return api.NamespacedName(r.Namespace, r.Name) }
 
 // Apply folds one event. An error is an event that cannot be understood
-// (a workload that does not decode); the caller logs it and moves on, as
-// the log is the truth and never rewritten.
+// (a workload that does not decode, a decision about a workload that never
+// existed); the caller skips it and moves on, as the log is the truth and
+// never rewritten. Admissions and evictions are published fenced on their
+// workload's subject, so one about a workload the state does not hold is
+// impossible; a Placed is not fenced and may follow a finish.
 func (s *State) Apply(ev events.Event) error {
 	switch d := ev.Data.(type) {
 	case *events.ConfigAppliedData:
@@ -96,13 +99,17 @@ func (s *State) Apply(ev events.Event) error {
 			delete(s.Workloads, key(*d))
 		}
 	case *events.QuotaReservedData:
-		if wl := s.Workloads[key(d.WorkloadRef)]; wl != nil {
-			wl.Admission = ev.ID
+		wl := s.Workloads[key(d.WorkloadRef)]
+		if wl == nil {
+			return fmt.Errorf("%s of unknown workload %s", ev.Type, key(d.WorkloadRef))
 		}
+		wl.Admission = ev.ID
 	case *events.EvictedData:
-		if wl := s.Workloads[key(d.WorkloadRef)]; wl != nil {
-			wl.Admission = ""
+		wl := s.Workloads[key(d.WorkloadRef)]
+		if wl == nil {
+			return fmt.Errorf("%s of unknown workload %s", ev.Type, key(d.WorkloadRef))
 		}
+		wl.Admission = ""
 	case *events.PlacedData:
 		if wl := s.Workloads[key(d.WorkloadRef)]; wl != nil {
 			wl.PlacedFor = strings.TrimPrefix(ev.ID, placedIDPrefix)
@@ -131,14 +138,23 @@ func newWorkload(d *events.WorkloadSubmittedData) (*Workload, error) {
 	return wl, nil
 }
 
+// MaxRankedPods is the most pods Place ranks for one admission, over all
+// its podSets. Ranking is one node choice per pod, so without a budget the
+// work, the memory and the Placed event would grow with the podSet count
+// (up to api.MaxPodSetCount); with it, a Placed event stays far below
+// NATS's 1 MB message limit (8 podSets' worth of node names and scores).
+// The pods beyond it are counted in PodSetPlacement.Unranked.
+const MaxRankedPods = 1000
+
 // Place decides where the pods of an admission go: for each podSet, in the
 // admission's order, its admitted count of pods is placed greedily
 // (scoring's Place) on nodes that carry the nodeLabels of every flavor
 // assigned to the podSet and tolerate their taints, as Kueue injects them
 // into the pods. The pods of earlier podSets count as requested when later
 // ones are placed. A podSet whose pods do not all fit lists those that do
-// and says why the rest does not. It is a pure function: nodes are not
-// modified.
+// and says why the rest does not. At most MaxRankedPods pods are ranked in
+// all; the rest are counted as unranked. It is a pure function: nodes are
+// not modified.
 func Place(sc *scoring.Scorer, wl *Workload, flavors map[string]*api.ResourceFlavor, ad *scheduler.Admission, nodes []scoring.Node) []events.PodSetPlacement {
 	work := slices.Clone(nodes)
 	index := make(map[string]int, len(work))
@@ -146,6 +162,7 @@ func Place(sc *scoring.Scorer, wl *Workload, flavors map[string]*api.ResourceFla
 		index[work[i].Name] = i
 	}
 	out := make([]events.PodSetPlacement, 0, len(ad.PodSets))
+	budget := MaxRankedPods
 	for _, psa := range ad.PodSets {
 		psp := events.PodSetPlacement{Name: psa.Name}
 		pod, filter := flavoredPod(wl, flavors, &psa)
@@ -155,7 +172,8 @@ func Place(sc *scoring.Scorer, wl *Workload, flavors map[string]*api.ResourceFla
 			continue
 		}
 		charge := pod.Charge()
-		for _, p := range sc.Place(&pod, int(psa.Count), work) {
+		ranked := min(max(int(psa.Count), 0), budget)
+		for _, p := range sc.Place(&pod, ranked, work) {
 			if p.Unschedulable != nil {
 				psp.Reason, psp.Filter = ReasonNoFeasibleNode, filterText(p.Unschedulable)
 				break
@@ -163,6 +181,10 @@ func Place(sc *scoring.Scorer, wl *Workload, flavors map[string]*api.ResourceFla
 			psp.Nodes = append(psp.Nodes, events.NodeScore(p.Score))
 			n := &work[index[p.Node]]
 			n.Requested = addCharge(n.Requested, charge)
+		}
+		budget -= ranked
+		if psp.Reason == "" && int(psa.Count) > ranked {
+			psp.Unranked = psa.Count - int32(ranked)
 		}
 		out = append(out, psp)
 	}

@@ -1,0 +1,6 @@
+// Package clocknewticker is a probe: it breaks the purity rule on purpose.
+package clocknewticker
+
+import "time"
+
+var _ = time.NewTicker
