@@ -74,7 +74,7 @@ func (l *poisonLog) publish(subject string, typ events.Type, data any) uint64 {
 func (l *poisonLog) raw(subject string, typ events.Type, body []byte) uint64 {
 	l.t.Helper()
 	l.n++
-	ev := events.Event{ID: fmt.Sprintf("poison-test/%d", l.n), Type: typ, Source: "test", Time: clock0, Subject: subject}
+	ev := events.Event{ID: fmt.Sprintf("poison-test/%d", l.n), Type: typ, Source: "test", Time: clock0, Subject: subject}.FromOwner()
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}
 	for k, v := range ev.Headers() {
 		msg.Header.Set(k, v)

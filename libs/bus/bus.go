@@ -18,14 +18,15 @@ import (
 )
 
 // Connect dials NATS with endless reconnects, so a broker restart is a
-// pause rather than an outage, and a bounded drain on close.
-func Connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+// pause rather than an outage, and a bounded drain on close. opts add to
+// these, typically an Identity's.
+func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.DrainTimeout(10*time.Second),
-	)
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DrainTimeout(10 * time.Second),
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
@@ -159,10 +160,17 @@ func isConflict(err error) bool {
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSequence || apiErr.ErrorCode == codeWrongLastSequenceConstant)
 }
 
-// Decode parses a stream message into an event.
+// Decode parses a stream message into an event for a consumer that
+// applies it. A decision whose ce-source is not its owner's
+// (events.CheckSource) is an error like one that does not parse: every
+// consumer skips it, so no service decides for another.
 func Decode(msg jetstream.Msg) (events.Event, error) {
 	h := msg.Headers()
-	return events.Parse(h.Get, msg.Data())
+	ev, err := events.Parse(h.Get, msg.Data())
+	if err != nil {
+		return ev, err
+	}
+	return ev, events.CheckSource(ev)
 }
 
 // Conn is a service's connection to the event stream.
@@ -173,9 +181,10 @@ type Conn struct {
 }
 
 // Open connects to NATS and makes sure JQ_EVENTS exists: what every
-// service does first. Close drains the connection.
-func Open(ctx context.Context, url, name string, o StreamOptions) (*Conn, error) {
-	nc, err := Connect(url, name)
+// service does first. Close drains the connection. opts are passed to
+// Connect.
+func Open(ctx context.Context, url, name string, o StreamOptions, opts ...nats.Option) (*Conn, error) {
+	nc, err := Connect(url, name, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,9 @@ func (l *Leadership) keep(ctx context.Context, lease *Lease) {
 // joins the bus: the server, the event stream's settings, and its place in
 // a shard, whose lease one member at a time holds.
 type Member struct {
-	NATSURL  string
+	NATSURL string
+	// Identity is who the member is to NATS.
+	Identity Identity
 	Shard    string
 	Instance string
 	LeaseTTL time.Duration
@@ -125,7 +127,11 @@ func (m Member) TTL() time.Duration {
 // lease. The lease lives by the bucket's TTL; a member configured with
 // another is told so in the log.
 func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Conn, *Leadership, error) {
-	conn, err := Open(ctx, m.NATSURL, service+"-"+m.Instance, m.Stream)
+	opts, err := m.Identity.Options()
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := Open(ctx, m.NATSURL, service+"-"+m.Instance, m.Stream, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -69,7 +69,7 @@ func (h *harness) startWith(instance string, wall func() time.Time) (stop func()
 func (h *harness) publish(typ events.Type, subject string, data any) {
 	h.t.Helper()
 	h.n++
-	ev := events.Event{ID: fmt.Sprint("in-", h.n), Type: typ, Source: "test", Time: t0, Subject: subject, Data: data}
+	ev := events.Event{ID: fmt.Sprint("in-", h.n), Type: typ, Source: "test", Time: t0, Subject: subject, Data: data}.FromOwner()
 	if _, _, err := bus.Publish(context.Background(), h.js, ev, nil); err != nil {
 		h.t.Fatal(err)
 	}

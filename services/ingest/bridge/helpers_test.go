@@ -203,7 +203,7 @@ func (e *env) start() (stop func()) {
 func (e *env) publish(typ events.Type, subject string, data any) {
 	e.t.Helper()
 	if _, _, err := bus.Publish(e.ctx, e.js, events.Event{ID: nuid.Next(), Type: typ, Source: "test", Time: time.Now(),
-		Subject: subject, Data: data}, nil); err != nil {
+		Subject: subject, Data: data}.FromOwner(), nil); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -36,7 +36,9 @@ import (
 
 // Config is the service's configuration.
 type Config struct {
-	NATSURL     string
+	NATSURL string
+	// NATS is who ingest is to NATS.
+	NATS        bus.Identity
 	DatabaseURL string
 	HTTPAddr    string
 	MaxBody     int64
@@ -104,7 +106,11 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			}
 		}
 	}
-	conn, err := bus.Open(ctx, cfg.NATSURL, "ingest", cfg.Stream)
+	natsOpts, err := cfg.NATS.Options()
+	if err != nil {
+		return err
+	}
+	conn, err := bus.Open(ctx, cfg.NATSURL, "ingest", cfg.Stream, natsOpts...)
 	if err != nil {
 		return err
 	}

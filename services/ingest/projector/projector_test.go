@@ -99,7 +99,7 @@ func (e *env) raw(typ, subject string, body []byte) uint64 {
 	e.n++
 	id := fmt.Sprint("raw-", e.n)
 	e.mu.Unlock()
-	for k, v := range (events.Event{ID: id, Type: events.Type(typ), Source: "test", Time: t0, Subject: subject}).Headers() {
+	for k, v := range (events.Event{ID: id, Type: events.Type(typ), Source: "test", Time: t0, Subject: subject}).FromOwner().Headers() {
 		m.Header.Set(k, v)
 	}
 	ack, err := e.js.PublishMsg(context.Background(), m)

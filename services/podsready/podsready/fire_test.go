@@ -36,7 +36,7 @@ func TestRefusedBatchMemberIsStoodInFor(t *testing.T) {
 	publish := func(subject string, typ events.Type, data any) {
 		t.Helper()
 		id := fmt.Sprintf("test/%s/%s", subject, typ)
-		if _, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: id, Type: typ, Source: "test", Time: t0, Subject: subject, Data: data}, nil); err != nil {
+		if _, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: id, Type: typ, Source: "test", Time: t0, Subject: subject, Data: data}.FromOwner(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,7 +35,7 @@ func TestEvictsOnlyVictimsUnchangedSinceChosen(t *testing.T) {
 		t.Helper()
 		n++
 		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
-			Subject: subject, Data: data}, nil)
+			Subject: subject, Data: data}.FromOwner(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

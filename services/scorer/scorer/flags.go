@@ -4,12 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/jetqueue/jetqueue/libs/service"
 )
 
 // RegisterFlags declares the service's flags; each also reads JQ_<NAME>.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	service.RegisterIdentityFlags(fs, &c.NATS)
 	fs.StringVar(&c.Instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's identity (NATS connection name)")
 	fs.StringVar(&c.Inventory, "inventory", InventoryKV, "where node states come from: kv (the "+NodesBucket+" bucket, written by jqctl nodes put) or kubernetes (informers on Nodes and Pods)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file for --inventory=kubernetes (empty: the in-cluster service account)")

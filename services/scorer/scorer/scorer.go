@@ -57,7 +57,9 @@ const Durable = events.ScorerDurable
 
 // Config is the service's configuration.
 type Config struct {
-	NATSURL  string
+	NATSURL string
+	// NATS is who the scorer is to NATS.
+	NATS     bus.Identity
 	Instance string
 	// Inventory is InventoryKV or InventoryKubernetes.
 	Inventory string
@@ -121,7 +123,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return fmt.Errorf("--inventory: %q, want %s or %s", cfg.Inventory, InventoryKV, InventoryKubernetes)
 	}
 
-	nc, err := bus.Connect(cfg.NATSURL, "scorer-"+cfg.Instance)
+	nc, err := cfg.NATS.Dial(cfg.NATSURL, "scorer-"+cfg.Instance)
 	if err != nil {
 		return err
 	}

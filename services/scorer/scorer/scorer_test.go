@@ -94,7 +94,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 func (h *harness) publish(ev events.Event) {
 	h.t.Helper()
 	ev.Source, ev.Time = "test", t0
-	if _, _, err := bus.Publish(context.Background(), h.js, ev, nil); err != nil {
+	if _, _, err := bus.Publish(context.Background(), h.js, ev.FromOwner(), nil); err != nil {
 		h.t.Fatal(err)
 	}
 }
