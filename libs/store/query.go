@@ -38,6 +38,9 @@ type Filter struct {
 	Limit                                       int
 	// After is the opaque cursor of the previous page.
 	After string
+	// Namespaces, when not nil, limits the list to these namespaces (the
+	// ones the caller may see); an empty non-nil slice matches nothing.
+	Namespaces []string
 }
 
 // ErrBadCursor is returned for a cursor this store did not issue.
@@ -67,8 +70,9 @@ func (s *Store) ListWorkloads(ctx context.Context, f Filter) ([]WorkloadView, st
 		FROM workloads
 		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR local_queue = $2) AND ($3 = '' OR cluster_queue = $3)
 		  AND ($4 = '' OR status = $4) AND (namespace, name) > ($5, $6)
+		  AND ($8::text[] IS NULL OR namespace = ANY($8))
 		ORDER BY namespace, name
-		LIMIT $7`, f.Namespace, f.LocalQueue, f.ClusterQueue, f.Status, afterNS, afterName, limit+1)
+		LIMIT $7`, f.Namespace, f.LocalQueue, f.ClusterQueue, f.Status, afterNS, afterName, limit+1, namespaces(f.Namespaces))
 	if err != nil {
 		return nil, "", err
 	}
@@ -83,6 +87,15 @@ func (s *Store) ListWorkloads(ctx context.Context, f Filter) ([]WorkloadView, st
 		next = base64.RawURLEncoding.EncodeToString([]byte(last.Namespace + "\x00" + last.Name))
 	}
 	return out, next, nil
+}
+
+// namespaces is a Filter's namespace limit as a query argument: NULL for
+// none, else the array (empty matches nothing).
+func namespaces(nss []string) any {
+	if nss == nil {
+		return nil
+	}
+	return append([]string{}, nss...)
 }
 
 // ErrNotFound is returned for a workload the projection does not hold.
