@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
@@ -143,7 +144,7 @@ func TestBackpressureWhenAdmissionLags(t *testing.T) {
 	s.stopAdmission()
 	addr := make(chan string, 1)
 	s.run("ingest-strict", func(ctx context.Context, rt *service.Runtime) error {
-		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", MaxLag: 3,
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", Auth: auth.Options{Anonymous: true}, MaxLag: 3,
 			Listening: func(a string) { addr <- a }})
 	})
 	s.base = "http://" + <-addr

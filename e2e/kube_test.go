@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/kube/kubefake"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -131,7 +132,7 @@ func (s *system) startKubeIngest(kube *fake.Clientset) func() {
 	s.t.Helper()
 	addr := make(chan string, 1)
 	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
-		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", Auth: auth.Options{Anonymous: true},
 			ManualClock: s.manual, KubeBridge: true, Kube: kube, Listening: func(a string) { addr <- a }})
 	})
 	select {

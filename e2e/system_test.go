@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
@@ -59,7 +60,7 @@ func (s *system) startIngest() func() {
 	addr := make(chan string, 1)
 	exited := make(chan error, 1)
 	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
-		err := ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
+		err := ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", Auth: auth.Options{Anonymous: true},
 			ManualClock: s.manual, Listening: func(a string) { addr <- a }})
 		exited <- err
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/embedded"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -108,6 +109,8 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	listening := make(chan string, 1)
 	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
+			// Local experiments: no credentials needed (docs/security.md).
+			Auth:   auth.Options{Anonymous: true},
 			MaxLag: 50_000, Listening: func(a string) { listening <- a }})
 	})
 	var addr string

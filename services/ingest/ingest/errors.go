@@ -69,6 +69,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		he = &httpError{status: http.StatusInternalServerError, cause: err,
 			errs: []api.FieldError{{Message: "internal error; the server log has the details under this request's id"}}}
 	}
+	if he.status == http.StatusUnauthorized {
+		// RFC 6750: say which scheme would have been accepted.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jetqueue"`)
+	}
 	if he.status < 500 {
 		writeJSON(w, he.status, errorBody{Errors: he.errs})
 		return

@@ -49,7 +49,7 @@ func newFrontDoor(t *testing.T) *frontDoor {
 	t.Cleanup(st.Close)
 	core, logs := observer.New(zap.InfoLevel)
 	s := &Server{cfg: Config{Now: time.Now, MaxBody: 1 << 20}, log: zap.New(core), js: conn.JS, stream: conn.Stream,
-		store: st, rebuild: make(chan chan error)}
+		store: st, rebuild: make(chan chan error), guard: &Guard{Anonymous: true}}
 	return &frontDoor{Server: s, h: s.routes(), logs: logs, db: db}
 }
 

@@ -93,6 +93,6 @@ func fuzzServer(tb testing.TB) http.Handler {
 	}
 	tb.Cleanup(st.Close)
 	s := &Server{cfg: Config{Now: time.Now, MaxBody: 1 << 20}, log: zap.NewNop(), js: conn.JS, stream: conn.Stream,
-		store: st, rebuild: make(chan chan error)}
+		store: st, rebuild: make(chan chan error), guard: &Guard{Anonymous: true}}
 	return s.routes()
 }

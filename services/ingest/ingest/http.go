@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/auth/rbac"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/store"
@@ -25,11 +26,19 @@ import (
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h func(*http.Request) (int, any, error)) {
+	// check runs before the handler: it authorizes the request (see
+	// access.go), or for routes whose permission depends on the body or
+	// the result (apply, submit, lists) only requires an identity and the
+	// handler authorizes the rest before it publishes or answers.
+	handle := func(pattern string, check func(*http.Request) error, h func(*http.Request) (int, any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			r = withRequestID(w, r)
 			if wait, ok := longWaits[pattern]; ok {
 				extendWrite(w, wait)
+			}
+			if err := check(r); err != nil {
+				s.writeError(w, r, err)
+				return
 			}
 			status, body, err := h(r)
 			if err != nil {
@@ -39,24 +48,40 @@ func (s *Server) routes() http.Handler {
 			writeJSON(w, status, body)
 		})
 	}
-	handle("POST /v1/apply", s.apply)
-	handle("DELETE /v1/{kind}/{name}", s.deleteConfig)
-	handle("DELETE /v1/{kind}/{namespace}/{name}", s.deleteConfig)
-	handle("POST /v1/workloads", s.submit)
-	handle("GET /v1/workloads", s.list)
-	handle("GET /v1/workloads/{ns}/{name}", s.get)
-	handle("DELETE /v1/workloads/{ns}/{name}", s.workloadAction(events.WorkloadDeleted))
-	handle("POST /v1/workloads/{ns}/{name}/finish", s.workloadAction(events.WorkloadFinished))
-	handle("POST /v1/workloads/{ns}/{name}/podsready", s.workloadAction(events.PodsReady))
-	handle("POST /v1/workloads/{ns}/{name}/priority", s.workloadAction(events.PriorityChanged))
-	handle("GET /v1/workloads/{ns}/{name}/explain", s.explain)
-	handle("GET /v1/clusterqueues", s.clusterQueues)
-	handle("GET /v1/clusterqueues/{name}", s.clusterQueues)
-	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{cq}/pendingworkloads", s.pendingWorkloads)
-	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", s.pendingWorkloads)
-	handle("GET /v1/sync", s.sync)
-	handle("POST /v1/debug/clock/advance", s.advanceClock)
-	handle("POST /v1/projection/rebuild", s.rebuildProjection)
+	may := func(attrs func(*http.Request) rbac.Attributes) func(*http.Request) error {
+		return func(r *http.Request) error { return s.authorize(r, attrs(r)) }
+	}
+	identified := func(r *http.Request) error { _, err := s.caller(r); return err }
+	handle("POST /v1/apply", identified, s.apply)
+	handle("DELETE /v1/{kind}/{name}", identified, s.deleteConfig)
+	handle("DELETE /v1/{kind}/{namespace}/{name}", identified, s.deleteConfig)
+	handle("POST /v1/workloads", identified, s.submit)
+	handle("GET /v1/workloads", identified, s.list)
+	handle("GET /v1/workloads/{ns}/{name}", may(workloadAttributes("get", "")), s.get)
+	handle("DELETE /v1/workloads/{ns}/{name}", may(workloadAttributes("delete", "")), s.workloadAction(events.WorkloadDeleted))
+	handle("POST /v1/workloads/{ns}/{name}/finish", may(workloadAttributes("create", "finish")), s.workloadAction(events.WorkloadFinished))
+	handle("POST /v1/workloads/{ns}/{name}/podsready", may(workloadAttributes("create", "podsready")), s.workloadAction(events.PodsReady))
+	handle("POST /v1/workloads/{ns}/{name}/priority", may(workloadAttributes("create", "priority")), s.workloadAction(events.PriorityChanged))
+	handle("GET /v1/workloads/{ns}/{name}/explain", may(workloadAttributes("get", "")), s.explain)
+	handle("GET /v1/clusterqueues", may(func(*http.Request) rbac.Attributes {
+		return rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}
+	}), s.clusterQueues)
+	handle("GET /v1/clusterqueues/{name}", may(func(r *http.Request) rbac.Attributes {
+		return rbac.Attributes{Verb: "get", APIGroup: groupKueue, Resource: "clusterqueues", Name: r.PathValue("name")}
+	}), s.clusterQueues)
+	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{cq}/pendingworkloads", may(func(r *http.Request) rbac.Attributes {
+		return rbac.Attributes{Verb: "get", APIGroup: groupVisibility, Resource: "clusterqueues", Subresource: "pendingworkloads", Name: r.PathValue("cq")}
+	}), s.pendingWorkloads)
+	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", may(func(r *http.Request) rbac.Attributes {
+		return rbac.Attributes{Verb: "get", APIGroup: groupVisibility, Resource: "localqueues", Subresource: "pendingworkloads",
+			Namespace: r.PathValue("ns"), Name: r.PathValue("lq")}
+	}), s.pendingWorkloads)
+	handle("GET /v1/sync", identified, s.sync)
+	// The manual clock's endpoint exists only with --manual-clock.
+	if s.clock != nil {
+		handle("POST /v1/debug/clock/advance", may(nonResource), s.advanceClock)
+	}
+	handle("POST /v1/projection/rebuild", may(nonResource), s.rebuildProjection)
 	return mux
 }
 
@@ -137,6 +162,15 @@ func (s *Server) apply(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if err := validateConfig(objs); err != nil {
+		return 0, nil, err
+	}
+	// Apply creates or updates: both are asked of every document before
+	// anything is read or published, so a refusal leaves nothing applied.
+	var attrs []rbac.Attributes
+	for _, o := range objs {
+		attrs = append(attrs, objectAttributes("create", o), objectAttributes("update", o))
+	}
+	if err := s.authorize(r, attrs...); err != nil {
 		return 0, nil, err
 	}
 	var writes []bus.Write
@@ -276,6 +310,10 @@ func (s *Server) deleteConfig(r *http.Request) (int, any, error) {
 		return 0, nil, fail(http.StatusNotFound, "", "kind", fmt.Sprintf("unknown kind %q", r.PathValue("kind")))
 	}
 	ref := events.ConfigRef{Kind: kind, Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	gr := kindResources[kind]
+	if err := s.authorize(r, rbac.Attributes{Verb: "delete", APIGroup: gr[0], Resource: gr[1], Namespace: ref.Namespace, Name: ref.Name}); err != nil {
+		return 0, nil, err
+	}
 	subject := events.ConfigSubject(ref.Kind, ref.Namespace, ref.Name)
 	seq, prev, err := s.last(r.Context(), subject)
 	if err != nil {
@@ -337,6 +375,17 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 			return 0, nil, err
 		}
 		subs = append(subs, sub)
+	}
+	// Every document is authorized before any is published: a Workload
+	// is create on workloads, a Job create on jobs, in its namespace.
+	attrs := make([]rbac.Attributes, 0, len(objs))
+	for i, o := range objs {
+		a := objectAttributes("create", o)
+		a.Namespace, a.Name = subs[i].wl.Namespace, ""
+		attrs = append(attrs, a)
+	}
+	if err := s.authorize(r, attrs...); err != nil {
+		return 0, nil, err
 	}
 	if len(subs) == 1 {
 		return s.publishSubmission(r.Context(), subs[0])
@@ -711,6 +760,21 @@ func (s *Server) list(r *http.Request) (int, any, error) {
 			return 0, nil, fail(http.StatusBadRequest, "", "limit", "must be an integer from 1 to 1000")
 		}
 		f.Limit = n
+	}
+	// A list shows only the namespaces the caller may list workloads in:
+	// the query itself is limited to them, so pages and cursors stay
+	// what they are for an unrestricted caller.
+	list := rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "workloads", Namespace: f.Namespace}
+	if f.Namespace != "" {
+		if err := s.authorize(r, list); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		nss, err := s.visibleNamespaces(r, list)
+		if err != nil {
+			return 0, nil, err
+		}
+		f.Namespaces = nss
 	}
 	items, next, err := s.store.ListWorkloads(r.Context(), f)
 	if errors.Is(err, store.ErrBadCursor) {

@@ -13,6 +13,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -62,6 +64,9 @@ type Config struct {
 	KubeBridge bool
 	Kubeconfig string
 	Kube       kubernetes.Interface
+	// Auth says how callers are identified and what they may do (package
+	// auth); with no authenticator and no Anonymous, Run refuses to start.
+	Auth auth.Options
 }
 
 // leaseTTL is how long a silent ingest keeps the roles one instance
@@ -81,6 +86,7 @@ type Server struct {
 	gate        lagGate
 	clock       *clock.Manual
 	rebuild     chan chan error
+	guard       *Guard
 }
 
 // Run serves until ctx ends.
@@ -96,6 +102,15 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
+	}
+	// Before anything else: a server that would let anyone in without
+	// anyone having chosen so does not start.
+	guard, err := NewGuard(ctx, cfg.Auth)
+	if err != nil {
+		return err
+	}
+	if guard.Policy == nil {
+		rt.Log.Warn("no --authorization-policy-file: every identified caller may do everything")
 	}
 	var kube kubernetes.Interface
 	if cfg.KubeBridge {
@@ -128,7 +143,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error)}
+	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error), guard: guard}
 
 	handler := s.routes()
 	subs, err := s.serveNATS(nc, handler)
@@ -153,7 +168,10 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := s.httpServer(handler)
+	srv := s.httpServer(s.authenticate(handler))
+	if srv.TLSConfig = guard.Authn.TLSConfig(); srv.TLSConfig != nil {
+		lis = tls.NewListener(lis, srv.TLSConfig)
+	}
 	errc := make(chan error, 4)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -179,7 +197,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}()
 	if kube != nil {
 		wg.Go(func() {
-			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(handler), JS: js, Log: rt.Log, Skip: rt.Skip,
+			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(asBridge(handler)), JS: js, Log: rt.Log, Skip: rt.Skip,
 				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }},
 				bus.NewLeadership(leases, "kube-bridge", instance, ttl))
 			if err != nil {
@@ -201,6 +219,16 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	stopProjector()
 	wg.Wait()
 	return err
+}
+
+// BridgeUser is who the Kubernetes bridge acts as: Kubernetes' own RBAC
+// decided who may create the Jobs it submits, so it may do everything.
+var BridgeUser = auth.User{Name: "system:jetqueue:kube-bridge", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
+
+func asBridge(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), BridgeUser)))
+	})
 }
 
 // createdAt gives each accepted workload its creation time: the clock, but
