@@ -22,15 +22,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 )
 
 // Runtime is what a running service gets from Run.
 type Runtime struct {
-	Name     string
-	Log      *zap.Logger
+	Name string
+	Log  *zap.Logger
+	// Registry holds the collectors of the current run of the service's
+	// main: a main restarted after a fault registers its collectors again
+	// on a fresh one (see supervise).
 	Registry *prometheus.Registry
-	ready    atomic.Bool
+	// base holds what outlives a restart: the Go and process collectors,
+	// the skipped-event and restart counters.
+	base     *prometheus.Registry
+	current  atomic.Pointer[prometheus.Registry]
+	restarts prometheus.Counter
+	// restartCount mirrors restarts for tests and the chaos suite's logs.
+	restartCount atomic.Int64
+	ready        atomic.Bool
 	// AdminAddr is the address the admin server listens on.
 	AdminAddr string
 	skipped   skipped
@@ -104,8 +115,11 @@ func Run(name string, o Options, main Main) error {
 // RunContext is Run with the stop signal given as a context, for tests and
 // for running several services in one process.
 func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, main Main) error {
-	rt := &Runtime{Name: name, Log: log.With(zap.String("service", name)), Registry: prometheus.NewRegistry()}
-	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt := &Runtime{Name: name, Log: log.With(zap.String("service", name)), base: prometheus.NewRegistry(),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "jetqueue_service_restarts_total",
+			Help: "Times the service's main failed and was started again in the same process."})}
+	rt.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), rt.restarts)
+	rt.freshRegistry()
 	lis, err := net.Listen("tcp", o.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin server: %w", err)
@@ -122,7 +136,7 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	done := make(chan error, 1)
-	go func() { done <- main(runCtx, rt) }()
+	go func() { done <- rt.supervise(runCtx, main) }()
 	select {
 	case err := <-done:
 		rt.SetReady(false)
@@ -162,7 +176,9 @@ func (r *Runtime) adminHandler() http.Handler {
 			_, _ = fmt.Fprintf(w, "skipped %d event(s) that could not be applied; last: %s\n", n, last)
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return prometheus.Gatherers{r.base, r.current.Load()}.Gather()
+	}), promhttp.HandlerOpts{}))
 	return mux
 }
 

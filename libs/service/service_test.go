@@ -2,13 +2,16 @@ package service
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -119,5 +122,77 @@ func TestCommandRefusesUnknownSubcommands(t *testing.T) {
 	}
 	if ran {
 		t.Error("the service ran despite bad arguments")
+	}
+}
+
+// TestAFailedMainIsStartedAgain: a main that fails (NATS restarting, a
+// request timing out) is started again in the process, with readiness off
+// in between and a fresh registry for its collectors, until it runs; only a
+// Permanent error ends the service.
+func TestAFailedMainIsStartedAgain(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var runs atomic.Int32
+	running := make(chan *Runtime, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- RunContext(ctx, "test", Options{AdminAddr: "127.0.0.1:0", StopTimeout: 5 * time.Second}, zap.NewNop(),
+			func(ctx context.Context, rt *Runtime) error {
+				// Registering the same collector on every run would panic
+				// on a registry that outlived the failed run.
+				rt.Registry.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "test_runs_total", Help: "runs"}))
+				if runs.Add(1) <= 3 {
+					return errors.New("nats: connection closed")
+				}
+				rt.SetReady(true)
+				running <- rt
+				<-ctx.Done()
+				return nil
+			})
+	}()
+	select {
+	case rt := <-running:
+		if got := rt.Restarts(); got != 3 {
+			t.Errorf("restarts = %d, want 3", got)
+		}
+		resp, err := http.Get("http://" + rt.AdminAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{"jetqueue_service_restarts_total 3", "test_runs_total 0"} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+	case err := <-errc:
+		t.Fatalf("the service exited after a fault: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("main was not started again")
+	}
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := runs.Load(); got != 4 {
+		t.Errorf("main ran %d times, want 4", got)
+	}
+}
+
+// TestAPermanentErrorEndsTheService: a configuration that cannot work is
+// not retried.
+func TestAPermanentErrorEndsTheService(t *testing.T) {
+	var runs atomic.Int32
+	err := RunContext(context.Background(), "test", Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
+		func(ctx context.Context, rt *Runtime) error {
+			runs.Add(1)
+			return Permanent(errors.New("--inventory: \"x\""))
+		})
+	if err == nil || err.Error() != `--inventory: "x"` {
+		t.Fatalf("err = %v, want the permanent error", err)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Errorf("main ran %d times, want 1", got)
 	}
 }

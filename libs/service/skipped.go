@@ -32,8 +32,8 @@ func (r *Runtime) Skip(seq uint64, typ string, err error) {
 			Name: "jetqueue_events_skipped_total",
 			Help: "Events in the log this service could not apply and skipped, by event type.",
 		}, []string{"type"})
-		if r.Registry != nil {
-			r.Registry.MustRegister(s.counter)
+		if r.base != nil {
+			r.base.MustRegister(s.counter)
 		}
 	})
 	if typ == "" {

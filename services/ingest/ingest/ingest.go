@@ -95,7 +95,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		cfg.DatabaseURL = os.Getenv("DATABASE_URL")
 	}
 	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("--database-url (or JQ_DATABASE_URL or DATABASE_URL) is required")
+		return service.Permanent(fmt.Errorf("--database-url (or JQ_DATABASE_URL or DATABASE_URL) is required"))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -98,11 +98,11 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	scfg, err := cfg.Scoring.Load()
 	if err != nil {
-		return fmt.Errorf("scoring config: %w", err)
+		return service.Permanent(fmt.Errorf("scoring config: %w", err))
 	}
 	sc, err := scoring.New(scfg)
 	if err != nil {
-		return fmt.Errorf("scoring config: %w", err)
+		return service.Permanent(fmt.Errorf("scoring config: %w", err))
 	}
 	s := &Service{cfg: cfg, log: rt.Log, rt: rt, scorer: sc, inv: NewInventory(), follow: newFollower(rt.Skip),
 		placed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_scorer_admissions_total",
@@ -120,7 +120,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			}
 		}
 	} else if cfg.Inventory != InventoryKV {
-		return fmt.Errorf("--inventory: %q, want %s or %s", cfg.Inventory, InventoryKV, InventoryKubernetes)
+		return service.Permanent(fmt.Errorf("--inventory: %q, want %s or %s", cfg.Inventory, InventoryKV, InventoryKubernetes))
 	}
 
 	nc, err := cfg.NATS.Dial(cfg.NATSURL, "scorer-"+cfg.Instance)
