@@ -63,6 +63,9 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		}
 		var evicted []scheduler.Target
 		for _, t := range en.Targets {
+			if e.noPreemption {
+				break
+			}
 			// Already-evicted targets are only counted, as in Kueue.
 			if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
 				e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
@@ -158,18 +161,22 @@ const MaxCycles = 1_000_000
 // admissions, and the parked workloads its evictions sent back to their
 // queues.
 //
-// Admissions and evictions could in principle chase each other forever
-// (kueue#6947's preempt/re-admit ping-pong); whole states, admitted
-// workloads included, are therefore remembered too, and a repeat ends the
-// run instead of looping. A run ends in a settled state: if nothing has
-// changed since the last run ended, another run changes nothing, so that
-// a service deciding run after run (while evictions it asked for arrive)
-// cannot replay the ping-pong the last run cut short.
+// Admissions and evictions can chase each other forever (kueue#6947's
+// preempt/re-admit ping-pong, which Kueue v0.6 never leaves); whole
+// states, admitted workloads included, are therefore remembered too. A
+// whole state seen again proves such a loop: the run goes on without
+// preemption, admitting what fits and parking the rest, until it is
+// quiescent. Merely stopping at the repeat could stop right after an
+// eviction, with the evicted workload and its preemptor both pending
+// while their quota is free. A run ends in a settled state: if nothing
+// has changed since the last run ended, another run changes nothing, so
+// that a service deciding run after run (while evictions it asked for
+// arrive) cannot replay the ping-pong the last run cut short.
 func (e *Engine) RunToQuiescence(now time.Time) int {
 	if e.settled && e.changes == e.settledAt {
 		return 0
 	}
-	defer func() { e.settled, e.settledAt = true, e.changes }()
+	defer func() { e.settled, e.settledAt, e.noPreemption = true, e.changes, false }()
 	e.queues.DrainUnparked()
 	fp := e.fingerprint()
 	seen := map[uint64]bool{fp: true}
@@ -191,8 +198,8 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 			fp = e.rehash(fp, k)
 		}
 		if len(res.Admitted) > 0 || len(e.evictions) > evictions {
-			if whole[fp^e.admittedHash] {
-				return n
+			if !e.noPreemption && whole[fp^e.admittedHash] {
+				e.noPreemption = true
 			}
 			whole[fp^e.admittedHash] = true
 			seen = map[uint64]bool{fp: true}

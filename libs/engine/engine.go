@@ -91,6 +91,9 @@ type Engine struct {
 	// last run to quiescence ended.
 	changes, settledAt uint64
 	settled            bool
+	// noPreemption is set for the rest of a run once it has looped
+	// (see RunToQuiescence).
+	noPreemption bool
 	// admissionSeq counts admissions, to order those of one instant.
 	admissionSeq uint64
 	// admittedHash sums hashAdmitted over admitted workloads.
