@@ -3,10 +3,14 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,18 +188,96 @@ func TestRestartNeverDecidesTwice(t *testing.T) {
 // lease TTL and nothing is decided twice.
 func TestStandbyTakesOver(t *testing.T) {
 	h := newHarness(t)
-	stopA := h.start("a")
 	h.world(10)
+	child := h.startProcess("a")
 	h.submit("w0", 1)
 	h.waitAdmitted(1)
+	if got := h.leaseHolder(); got != "a" {
+		t.Fatalf("lease held by %q, want the first instance a", got)
+	}
 	stopB := h.start("b")
 	defer stopB()
-	stopA()
+	// SIGKILL: the leader neither releases its lease nor drains.
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	if got := h.leaseHolder(); got != "a" {
+		t.Fatalf("right after the kill the lease is held by %q; a killed leader cannot have released it", got)
+	}
 	h.submit("w1", 1)
 	got := h.waitAdmitted(2)
 	if got["w0"] != 1 || got["w1"] != 1 {
-		t.Errorf("admissions %v", got)
+		t.Errorf("admissions %v, want w0 and w1 once each", got)
 	}
+	if holder := h.leaseHolder(); holder != "b" {
+		t.Errorf("after the takeover the lease is held by %q, want b", holder)
+	}
+	// Nothing decided twice once the dust settles: b does not admit w0
+	// again on taking over.
+	h.submit("w2", 1)
+	got = h.waitAdmitted(3)
+	if len(got) != 3 || got["w0"] != 1 || got["w1"] != 1 || got["w2"] != 1 {
+		t.Errorf("admissions %v, want w0, w1 and w2 once each", got)
+	}
+}
+
+// childNATS names the environment variable that makes the test binary run
+// one admission instance instead of the tests (see TestMain), so that a
+// test can kill an instance for real.
+const childNATS, childInstance = "JQ_TEST_ADMISSION_NATS", "JQ_TEST_ADMISSION_INSTANCE"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(childNATS); url != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		err := service.RunContext(ctx, "admission", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
+			func(ctx context.Context, rt *service.Runtime) error {
+				return Run(ctx, rt, Config{Member: bus.Member{NATSURL: url, Shard: "admission-0", Instance: os.Getenv(childInstance), LeaseTTL: time.Second}})
+			})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startProcess runs one admission instance in a child process, killed at
+// the end of the test if still running.
+func (h *harness) startProcess(instance string) *exec.Cmd {
+	h.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childNATS+"="+h.url, childInstance+"="+instance)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// leaseHolder reads who holds the admission shard's lease ("" if nobody).
+func (h *harness) leaseHolder() string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.js.KeyValue(ctx, bus.LeaseBucket)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "admission-0")
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ""
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(e.Value())
 }
 
 // events reads the whole stream, to its last sequence, in order.
