@@ -28,6 +28,13 @@ Each service binary also takes one command, ` + "`healthcheck`" + `
 ` + "`:9090`" + `) and exits 0 when the service is ready, 1 otherwise. The images use
 it as their health check, since they have no shell or curl.
 
+A service does not exit on a fault (NATS or PostgreSQL restarting, a request
+timing out): it logs the error, turns ` + "`/readyz`" + ` off, and starts its work
+again in the same process after a backoff of 100ms doubling up to 10s
+(counted by ` + "`jetqueue_service_restarts_total`" + `). Only a configuration it can
+never run with (a missing ` + "`--database-url`" + `, a bad scoring configuration, no
+authentication configured) stops it with exit status 1.
+
 `)
 	b.WriteString("| binary | what it does |\n| --- | --- |\n")
 	for _, s := range Services {
