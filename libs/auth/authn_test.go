@@ -313,3 +313,27 @@ func TestServingCertificateReloads(t *testing.T) {
 		t.Errorf("served %s then %s, want one then two", first.Leaf.Subject.CommonName, second.Leaf.Subject.CommonName)
 	}
 }
+
+// TestClientCertificateMustBeVerified: a certificate the TLS stack did not
+// verify against --client-ca-file (a listener set up without it) names
+// nobody.
+func TestClientCertificateMustBeVerified(t *testing.T) {
+	ca := newCA(t, "clients")
+	serverCert, serverKey := ca.issue(t, pkix.Name{CommonName: "ingest"}, x509.ExtKeyUsageServerAuth)
+	a, err := New(t.Context(), Options{ClientCAFile: writeFile(t, "ca.pem", ca.pem),
+		TLSCertFile: writeFile(t, "tls.crt", serverCert), TLSPrivateKeyFile: writeFile(t, "tls.key", serverKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, _ := newCA(t, "rogue").issue(t, pkix.Name{CommonName: "mallory", Organization: []string{"ops"}}, x509.ExtKeyUsageClientAuth)
+	block, _ := pem.Decode([]byte(certPEM))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bearer("")
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	if u, err := a.Authenticate(r); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("an unverified certificate authenticated %+v", u)
+	}
+}

@@ -77,9 +77,15 @@ func (s *Server) routes() http.Handler {
 			Namespace: r.PathValue("ns"), Name: r.PathValue("lq")}
 	}), s.pendingWorkloads)
 	handle("GET /v1/sync", identified, s.sync)
-	// The manual clock's endpoint exists only with --manual-clock.
+	// The manual clock's endpoint exists only with --manual-clock. Without
+	// it the path still answers 404 itself: left to the mux, it would match
+	// DELETE /v1/{kind}/{namespace}/{name} and answer 405.
 	if s.clock != nil {
 		handle("POST /v1/debug/clock/advance", may(nonResource), s.advanceClock)
+	} else {
+		handle("POST /v1/debug/clock/advance", identified, func(*http.Request) (int, any, error) {
+			return 0, nil, fail(http.StatusNotFound, "", "", "the manual clock is off (start with --manual-clock)")
+		})
 	}
 	handle("POST /v1/projection/rebuild", may(nonResource), s.rebuildProjection)
 	return mux
@@ -893,14 +899,11 @@ func (s *Server) rebuildProjection(r *http.Request) (int, any, error) {
 	return http.StatusAccepted, map[string]any{"rebuilding": true}, nil
 }
 
-// advanceClock moves the shared manual clock; refused unless the service
-// runs with --manual-clock. Like the simulator's advance, it stops at
+// advanceClock moves the shared manual clock (routed only with
+// --manual-clock). Like the simulator's advance, it stops at
 // every timer due on the way (the podsready service reports its next), and
 // waits there until every service has acted at that instant.
 func (s *Server) advanceClock(r *http.Request) (int, any, error) {
-	if s.clock == nil {
-		return 0, nil, fail(http.StatusNotFound, "", "", "the manual clock is off (start with --manual-clock)")
-	}
 	b, err := s.body(r)
 	if err != nil {
 		return 0, nil, err
