@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -17,6 +16,8 @@ import (
 type client struct {
 	server string
 	http   *http.Client
+	// err is why no client could be built from jqctl's config.
+	err error
 }
 
 // apiError is API.md's error body.
@@ -46,6 +47,9 @@ func (e *apiError) Error() string {
 }
 
 func (c *client) do(method, path, contentType string, body []byte, out any) error {
+	if c.err != nil {
+		return c.err
+	}
 	req, err := http.NewRequest(method, strings.TrimSuffix(c.server, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -75,11 +79,6 @@ func (c *client) do(method, path, contentType string, body []byte, out any) erro
 	return nil
 }
 
-func newClient(cmd *cobra.Command) *client {
-	server, _ := cmd.Flags().GetString("server")
-	return &client{server: server, http: &http.Client{Timeout: 60 * time.Second}}
-}
-
 // readInput reads -f FILE, or standard input for "-".
 func readInput(cmd *cobra.Command, path string) ([]byte, error) {
 	if path == "" {
@@ -91,9 +90,11 @@ func readInput(cmd *cobra.Command, path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
+// defaultServer is the --server flag's default: JQ_SERVER, else the
+// context's server (see newClient), else http://127.0.0.1:8080.
 func defaultServer() string {
 	if s := os.Getenv("JQ_SERVER"); s != "" {
 		return s
 	}
-	return "http://127.0.0.1:8080"
+	return defaultServerURL
 }

@@ -18,8 +18,10 @@ import (
 )
 
 func addClientCommands(root *cobra.Command, stdout io.Writer) {
-	root.PersistentFlags().String("server", defaultServer(), "jetqueue API server (env JQ_SERVER)")
-	root.AddCommand(
+	root.PersistentFlags().String("server", defaultServer(), "jetqueue API server (env JQ_SERVER; without either, the current context's)")
+	root.PersistentFlags().String("token", "", "bearer token (overrides the context's)")
+	root.PersistentFlags().String("context", "", "the context of jqctl's config to use (default: its current-context)")
+	root.AddCommand(configCmd(stdout),
 		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout), projectionCmd(stdout),
 		watchCmd(stdout),
 		deleteCmd(stdout), actionCmd(stdout, "finish", "Mark a workload's job finished, releasing its quota"),
