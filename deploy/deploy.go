@@ -56,6 +56,14 @@ var Services = []Service{
 var JQCTLEnv = map[string]string{
 	"JQ_SERVER":   "--server: the jetqueue API server (default http://127.0.0.1:8080)",
 	"JQ_NATS_URL": "--nats-url of `jqctl nodes put`: the NATS server (default nats://127.0.0.1:4222)",
+	// jqctl nodes put's NATS identity, named as the services name it.
+	"JQ_NATS_CREDS":    "--nats-creds of `jqctl nodes put`: a NATS JWT credentials file",
+	"JQ_NATS_NKEY":     "--nats-nkey of `jqctl nodes put`: a file holding an nkey user seed",
+	"JQ_NATS_USER":     "--nats-user of `jqctl nodes put`: the NATS user (the shipped configuration's is `nodes`)",
+	"JQ_NATS_PASSWORD": "--nats-password of `jqctl nodes put`: the NATS user's password",
+	"JQ_NATS_CA":       "--nats-ca of `jqctl nodes put`: CAs of the NATS server's certificate",
+	"JQ_NATS_CERT":     "--nats-cert of `jqctl nodes put`: client certificate for NATS",
+	"JQ_NATS_KEY":      "--nats-key of `jqctl nodes put`: the key of --nats-cert",
 }
 
 // ServiceByName finds a service.

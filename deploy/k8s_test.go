@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/jetqueue/jetqueue/libs/natsconf"
 )
 
 // strict decodes as the API server's strict field validation does:
@@ -421,7 +424,18 @@ func checkNATS(t *testing.T, r *rendered, replicas int) {
 		t.Fatalf("NATS config ConfigMap %q not rendered", cmName)
 	}
 	t.Setenv("SERVER_NAME", "nats-0")
-	cfg, err := conf.Parse(cm.Data["nats.conf"])
+	// As the server reads it: the ConfigMap's files side by side (nats.conf
+	// includes jetqueue.conf), the users' passwords in the environment.
+	dir := t.TempDir()
+	for name, data := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range append(append(append([]string{}, natsconf.Services...), natsconf.NodesUser), natsconf.ShippedNamespaces...) {
+		t.Setenv(natsconf.PasswordEnv(u), "test")
+	}
+	cfg, err := conf.ParseFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
 		t.Fatalf("nats.conf: %v", err)
 	}

@@ -89,7 +89,7 @@ spec: {clusterQueue: cq-%[1]d}
 		start := time.Now()
 		for i := range n {
 			ns, name := fmt.Sprintf("ns-%d", i%queues), fmt.Sprintf("w%05d", i)
-			m := nats.NewMsg("jq.submit.bench")
+			m := nats.NewMsg(ingest.SubmitSubjectOf(ns, name))
 			m.Header.Set(events.HeaderSpecVersion, "1.0")
 			m.Header.Set(events.HeaderID, "bench-"+name)
 			m.Header.Set(events.HeaderType, ingest.SubmitType)

@@ -18,18 +18,18 @@ import (
 // TestDurableSubmitReusingACeIDIsRejected: a durable submission is keyed by
 // its ce-id; another document under a ce-id already used (published
 // without Nats-Msg-Id, so JQ_SUBMIT does not drop it first) is rejected on
-// jq.rejected.<ce-id token> with 409 naming Idempotency-Key, and only the
+// jq.rejected.<namespace>.<ce-id token> with 409 naming Idempotency-Key, and only the
 // first workload is ever in the log.
 func TestDurableSubmitReusingACeIDIsRejected(t *testing.T) {
 	s := start(t)
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
 	nc := s.natsConn()
-	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("reused"))
+	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("ns", "reused"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	publish := func(body []byte) {
-		m := nats.NewMsg("jq.submit.team")
+		m := nats.NewMsg(ingest.SubmitSubjectOf("ns", "reused"))
 		m.Header.Set(events.HeaderSpecVersion, "1.0")
 		m.Header.Set(events.HeaderID, "reused")
 		m.Header.Set(events.HeaderType, ingest.SubmitType)

@@ -80,7 +80,7 @@ func TestNATSRequestReplyAnswersLikeHTTP(t *testing.T) {
 // while ingest is down reaches the log exactly once, although ingest is
 // restarted while it works through them; an event published twice (a
 // submitter's retry) is one submission; an invalid one is answered on
-// jq.rejected.<ce-id token> with the HTTP error body.
+// jq.rejected.<namespace>.<ce-id token> with the HTTP error body.
 func TestDurableSubmitIsNeverLost(t *testing.T) {
 	const n = 200
 	s := start(t)
@@ -94,12 +94,12 @@ func TestDurableSubmitIsNeverLost(t *testing.T) {
 	}
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
 	s.stopIngest()
-	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("bad-1"))
+	rejected, err := nc.SubscribeSync(ingest.RejectedSubject("ns", "bad-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	publish := func(id string, body []byte) {
-		m := nats.NewMsg("jq.submit.team")
+		m := nats.NewMsg(ingest.SubmitSubjectOf("ns", id))
 		m.Header.Set(events.HeaderSpecVersion, "1.0")
 		m.Header.Set(events.HeaderID, id)
 		m.Header.Set(events.HeaderType, ingest.SubmitType)

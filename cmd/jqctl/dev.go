@@ -20,6 +20,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/embedded"
+	"github.com/jetqueue/jetqueue/libs/natsconf"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
@@ -70,7 +71,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	srv, err := embedded.StartNATS(filepath.Join(dir, "nats"))
+	srv, ids, authDir, err := devNATS(dir)
 	if err != nil {
 		return fmt.Errorf("embedded NATS: %w", err)
 	}
@@ -95,20 +96,20 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 	nats := srv.ClientURL()
 	run("admission", func(ctx context.Context, rt *service.Runtime) error {
-		return admission.Run(ctx, rt, admission.Config{Member: devMember(nats, "admission"), ManualClock: o.manualClock})
+		return admission.Run(ctx, rt, admission.Config{Member: devMember(nats, ids, "admission"), ManualClock: o.manualClock})
 	})
 	run("preemptor", func(ctx context.Context, rt *service.Runtime) error {
-		return preemptor.Run(ctx, rt, preemptor.Config{Member: devMember(nats, "preemptor")})
+		return preemptor.Run(ctx, rt, preemptor.Config{Member: devMember(nats, ids, "preemptor")})
 	})
 	run("podsready", func(ctx context.Context, rt *service.Runtime) error {
-		return podsready.Run(ctx, rt, podsready.Config{Member: devMember(nats, "podsready"), ManualClock: o.manualClock})
+		return podsready.Run(ctx, rt, podsready.Config{Member: devMember(nats, ids, "podsready"), ManualClock: o.manualClock})
 	})
 	run("scorer", func(ctx context.Context, rt *service.Runtime) error {
-		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, Instance: "dev", Inventory: scorer.InventoryKV})
+		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, NATS: ids["scorer"], Instance: "dev", Inventory: scorer.InventoryKV})
 	})
 	listening := make(chan string, 1)
 	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
-		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
+		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, NATS: ids["ingest"], DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
 			// Local experiments: no credentials needed (docs/security.md).
 			Auth:   auth.Options{Anonymous: true},
 			MaxLag: 50_000, Listening: func(a string) { listening <- a }})
@@ -124,18 +125,18 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 	base := "http://" + addr
 	if o.demo {
-		if err := loadDemo(ctx, base, nats, o.examples, stdout); err != nil {
+		if err := loadDemo(ctx, base, nats, ids[natsconf.NodesUser], o.examples, stdout); err != nil {
 			cancel()
 			return err
 		}
 	}
 	fmt.Fprintf(stdout, `jetqueue is running.
   HTTP API:  %s
-  NATS:      %s
+  NATS:      %s (users and passwords: %s, one <user>.password each)
   data:      %s
 Try:
 %sCtrl-C stops it.
-`, base, nats, dir, tryCommands(base, o.demo))
+`, base, nats, authDir, dir, tryCommands(base, o.demo))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -157,9 +158,10 @@ Try:
 	return err
 }
 
-// devMember is a lease-holding service's place on the dev bus.
-func devMember(nats, service string) bus.Member {
-	return bus.Member{NATSURL: nats, Shard: service + "-0", Instance: "dev"}
+// devMember is a lease-holding service's place on the dev bus, as its
+// own NATS user.
+func devMember(nats string, ids map[string]bus.Identity, service string) bus.Member {
+	return bus.Member{NATSURL: nats, Identity: ids[service], Shard: service + "-0", Instance: "dev"}
 }
 
 // tryCommands are three first steps: the README's tour on the demo,
@@ -201,7 +203,7 @@ func devDatabase(ctx context.Context, dir string) (string, func(), error) {
 }
 
 // loadDemo applies the demo configuration and puts its nodes.
-func loadDemo(ctx context.Context, base, natsURL, dir string, stdout io.Writer) error {
+func loadDemo(ctx context.Context, base, natsURL string, nodesUser bus.Identity, dir string, stdout io.Writer) error {
 	data, err := os.ReadFile(filepath.Join(dir, "demo.yaml"))
 	if err != nil {
 		return fmt.Errorf("--demo: %w (run from the repository root or pass --examples)", err)
@@ -223,7 +225,7 @@ func loadDemo(ctx context.Context, base, natsURL, dir string, stdout io.Writer) 
 	if err != nil {
 		return fmt.Errorf("--demo: %s: %w", filepath.Join(dir, "demo-nodes.yaml"), err)
 	}
-	if err := putNodes(ctx, natsURL, states, io.Discard); err != nil && !errors.Is(err, context.Canceled) {
+	if err := putNodes(ctx, natsURL, nodesUser, states, io.Discard); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	workloads, err := os.ReadFile(filepath.Join(dir, "demo-workloads.yaml"))

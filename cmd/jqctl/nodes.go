@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 )
@@ -58,11 +59,12 @@ written; then each node prints created, updated or unchanged.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
-			return putNodes(cmd.Context(), natsURL, nodes, stdout)
+			return putNodes(cmd.Context(), natsURL, natsIdentity(cmd), nodes, stdout)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "node states, YAML or JSON (- for stdin)")
 	cmd.Flags().StringVar(&natsURL, "nats-url", defaultNATSURL(), "NATS server URL (env JQ_NATS_URL)")
+	addNATSIdentityFlags(cmd)
 	return cmd
 }
 
@@ -124,13 +126,17 @@ func parseNodeStates(data []byte) ([]scoring.NodeState, error) {
 
 // putNodes writes each node under events.Token(name), comparing with
 // what is there so that an unchanged node is not rewritten.
-func putNodes(ctx context.Context, url string, nodes []scoring.NodeState, stdout io.Writer) error {
+func putNodes(ctx context.Context, url string, id bus.Identity, nodes []scoring.NodeState, stdout io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(url, nats.Name("jqctl"))
+	opts, err := id.Options()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("jqctl"))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}

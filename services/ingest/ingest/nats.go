@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +18,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/natsconf"
 )
 
 // NATS interfaces of API.md. Request/reply subjects answer exactly as the
@@ -32,21 +38,46 @@ const (
 	SubjectDelete    = "jq.api.v1.workloads.delete"
 	SubjectPriority  = "jq.api.v1.workloads.priority"
 
-	// SubmitStream holds durable, fire-and-forget submissions.
+	// SubmitStream holds durable, fire-and-forget submissions, published
+	// on jq.submit.<namespace>.<anything> (SubmitSubjectOf).
 	SubmitStream  = "JQ_SUBMIT"
 	SubmitSubject = "jq.submit.>"
 	// SubmitType is the CloudEvents type of a durable submission.
 	SubmitType = "io.jetqueue.workload.submit.v1"
-	// RejectedType is published on jq.rejected.<ce-id token> when a
-	// durable submission is invalid.
+	// RejectedType is published on jq.rejected.<namespace>.<ce-id token>
+	// when a durable submission is invalid.
 	RejectedType = "io.jetqueue.workload.rejected.v1"
 )
 
-// RejectedSubject is where the rejection of a durable submission goes.
-func RejectedSubject(ceID string) string { return "jq.rejected." + events.Token(ceID) }
+// Namespaces stand raw in the submission and rejection subjects, unlike
+// other user strings (events.Token): the NATS permissions that confine a
+// namespace's submitters to them are written by people, and a namespace is
+// a DNS-1123 label, which is a valid subject token as it is.
+
+// SubmitSubjectOf is a subject a durable submission to namespace may be
+// published on; name is any further token (it is not read).
+func SubmitSubjectOf(namespace, name string) string {
+	return "jq.submit." + namespace + "." + events.Token(name)
+}
+
+// RejectedSubject is where the rejection of a durable submission
+// published under namespace goes: only that namespace's submitters may
+// read jq.rejected.<namespace>.>.
+func RejectedSubject(namespace, ceID string) string {
+	return "jq.rejected." + namespace + "." + events.Token(ceID)
+}
+
+// submitNamespace is the namespace token of a JQ_SUBMIT subject,
+// jq.submit.<namespace>[.…].
+func submitNamespace(subject string) string {
+	ns, _, _ := strings.Cut(strings.TrimPrefix(subject, "jq.submit."), ".")
+	return ns
+}
 
 // serveNATS answers the request/reply subjects in the "ingest" queue group,
-// so instances share the load.
+// so instances share the load. Each request acts as its sender, as the
+// NATS server names it (natsUser); one it does not name is
+// unauthenticated, as an HTTP request without credentials is.
 func (s *Server) serveNATS(nc *nats.Conn, h http.Handler) ([]*nats.Subscription, error) {
 	routes := map[string]func(*nats.Msg) (*http.Request, error){
 		SubjectApply:  func(m *nats.Msg) (*http.Request, error) { return newRequest("POST", "/v1/apply", m.Data, m) },
@@ -62,7 +93,7 @@ func (s *Server) serveNATS(nc *nats.Conn, h http.Handler) ([]*nats.Subscription,
 			if err != nil {
 				s.writeError(rec, nil, fail(http.StatusBadRequest, "", "", err.Error()))
 			} else {
-				h.ServeHTTP(rec, req)
+				h.ServeHTTP(rec, s.asSender(req, m))
 			}
 			reply := nats.NewMsg(m.Reply)
 			reply.Header.Set("Status", strconv.Itoa(rec.Code))
@@ -75,6 +106,36 @@ func (s *Server) serveNATS(nc *nats.Conn, h http.Handler) ([]*nats.Subscription,
 		subs = append(subs, sub)
 	}
 	return subs, nil
+}
+
+// asSender puts the request's sender on its context. Only the server's
+// Nats-Request-Info is believed: the server sets it when a request
+// crosses a service import, replacing whatever the client sent, and the
+// shipped configuration lets no user of jetqueue's own account publish a
+// request (natsconf), so a header is never the client's word.
+func (s *Server) asSender(req *http.Request, m *nats.Msg) *http.Request {
+	r, ok, err := natsconf.ParseRequester(m.Header.Get(natsconf.RequestInfoHeader))
+	if err != nil {
+		s.log.Warn("NATS request without a usable sender: unauthenticated", zap.String("subject", m.Subject), zap.Error(err))
+		return req
+	}
+	if !ok {
+		return req
+	}
+	return req.WithContext(auth.WithUser(req.Context(), natsUser(r)))
+}
+
+// natsUser is the identity of a NATS requester: the user's name (a JWT
+// user's name, else its user name or nkey), in group nats:<account>, so
+// that a policy can bind one user or a whole account (for example a
+// namespace's account, NS_TEAM_A).
+func natsUser(r natsconf.Requester) auth.User {
+	name := r.User
+	if r.Name != "" {
+		name = r.Name
+	}
+	return auth.User{Name: name, UID: "nats:" + r.Account + ":" + r.User,
+		Groups: []string{"nats:" + r.Account, auth.GroupAuthenticated}}
 }
 
 func newRequest(method, path string, body []byte, m *nats.Msg) (*http.Request, error) {
@@ -133,8 +194,8 @@ func ensureSubmissions(ctx context.Context, js jetstream.JetStream) (jetstream.C
 
 // consumeSubmissions drains JQ_SUBMIT: each CloudEvent is submitted as if
 // posted with its ce-id as Idempotency-Key; an invalid one is answered on
-// jq.rejected.<ce-id token>. A submission stays in the stream until ingest
-// has handled it, so none is lost while ingest is down.
+// jq.rejected.<namespace>.<ce-id token>. A submission stays in the stream
+// until ingest has handled it, so none is lost while ingest is down.
 func (s *Server) consumeSubmissions(ctx context.Context, c jetstream.Consumer, nc *nats.Conn, h http.Handler) error {
 	for ctx.Err() == nil {
 		msgs, err := bus.Batch(ctx, c, 256, 200*time.Millisecond)
@@ -164,6 +225,7 @@ func (s *Server) consumeSubmissions(ctx context.Context, c jetstream.Consumer, n
 
 func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 	id := m.Headers().Get(events.HeaderID)
+	ns := submitNamespace(m.Subject())
 	rec := httptest.NewRecorder()
 	switch typ := m.Headers().Get(events.HeaderType); {
 	case id == "":
@@ -171,16 +233,20 @@ func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 	case typ != SubmitType:
 		s.writeError(rec, nil, fail(http.StatusBadRequest, "", events.HeaderType, fmt.Sprintf("want %s, got %q", SubmitType, typ)))
 	default:
+		if err := sameNamespace(m.Subject(), ns, m.Data()); err != nil {
+			s.writeError(rec, nil, err)
+			break
+		}
 		req, _ := http.NewRequest("POST", "/v1/workloads", bytes.NewReader(m.Data()))
 		req.Header.Set("Idempotency-Key", id)
-		h.ServeHTTP(rec, req)
+		h.ServeHTTP(rec, req.WithContext(auth.WithUser(req.Context(), submitterOf(ns))))
 	}
 	if rec.Code >= 500 {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
 	if rec.Code >= 400 && id != "" {
-		rej := nats.NewMsg(RejectedSubject(id))
+		rej := nats.NewMsg(RejectedSubject(ns, id))
 		rej.Header.Set(events.HeaderSpecVersion, "1.0")
 		rej.Header.Set(events.HeaderID, id+"/rejected")
 		rej.Header.Set(events.HeaderType, RejectedType)
@@ -193,4 +259,34 @@ func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 		}
 	}
 	_ = m.Ack()
+}
+
+// sameNamespace refuses a durable submission with a document of another
+// namespace than its subject's. The NATS server lets a namespace's
+// submitters publish only on jq.submit.<namespace>.>, so the subject is
+// the one thing about the sender it vouches for (JetStream keeps no
+// Nats-Request-Info); the documents must stay inside it. What does not
+// decode is left to the handler, which rejects it with its usual errors.
+func sameNamespace(subject, ns string, body []byte) error {
+	objs, _ := api.Decode(body)
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			continue
+		}
+		if m.GetNamespace() != ns {
+			return fail(http.StatusForbidden, api.ObjectRef(o), "metadata.namespace",
+				fmt.Sprintf("published on %s, which takes submissions to namespace %q only", subject, ns))
+		}
+	}
+	return nil
+}
+
+// submitterOf is who a durable submission acts as. Its authority is the
+// NATS server's: the sender could publish on its namespace's subject, and
+// sameNamespace keeps every document there, on the one route it takes
+// (POST /v1/workloads). So it acts as jetqueue's own in-process callers
+// do, in system:masters, under a name that says where it came from.
+func submitterOf(ns string) auth.User {
+	return auth.User{Name: "system:jetqueue:submit:" + ns, Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
 }
