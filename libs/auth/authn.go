@@ -86,6 +86,11 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 var ErrNoAuthenticator = errors.New("no authentication configured: give --token-auth-file, --oidc-issuer-url, " +
 	"or --client-ca-file (with --tls-cert-file), or --anonymous to let unauthenticated requests in on purpose")
 
+// ErrDiscovery is returned by New when the OIDC issuer's discovery
+// document could not be fetched: unlike the other errors of New, trying
+// again later may succeed.
+var ErrDiscovery = errors.New("OIDC discovery failed")
+
 // Authenticator identifies the caller of an HTTP request.
 type Authenticator struct {
 	bearer    *bearertoken.Authenticator
@@ -247,7 +252,7 @@ func newOIDC(ctx context.Context, o OIDCOptions) (*oidcTokens, error) {
 	defer cancel()
 	provider, err := oidc.NewProvider(dctx, o.IssuerURL)
 	if err != nil {
-		return nil, fmt.Errorf("--oidc-issuer-url: discovery: %w", err)
+		return nil, fmt.Errorf("--oidc-issuer-url: %w: %w", ErrDiscovery, err)
 	}
 	return &oidcTokens{verifier: provider.Verifier(&oidc.Config{ClientID: o.ClientID}), o: o}, nil
 }

@@ -107,7 +107,10 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	// anyone having chosen so does not start.
 	guard, err := NewGuard(ctx, cfg.Auth)
 	if err != nil {
-		return err
+		if errors.Is(err, auth.ErrDiscovery) {
+			return err // the issuer may be back when the service restarts
+		}
+		return service.Permanent(err)
 	}
 	if guard.Policy == nil {
 		rt.Log.Warn("no --authorization-policy-file: every identified caller may do everything")
