@@ -32,8 +32,13 @@ func (r *Runtime) Skip(seq uint64, typ string, err error) {
 			Name: "jetqueue_events_skipped_total",
 			Help: "Events in the log this service could not apply and skipped, by event type.",
 		}, []string{"type"})
-		if r.base != nil {
+		// On the base registry, which outlives a restart of main; a
+		// Runtime made by hand (in tests) has only Registry.
+		switch {
+		case r.base != nil:
 			r.base.MustRegister(s.counter)
+		case r.Registry != nil:
+			r.Registry.MustRegister(s.counter)
 		}
 	})
 	if typ == "" {
