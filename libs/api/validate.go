@@ -536,18 +536,21 @@ func validateContainerResources(r *corev1.ResourceRequirements, p *field.Path) f
 	return errs
 }
 
+// validateConfiguration is Kueue v0.6.3's validateWaitForPodsReady
+// (pkg/config/validation.go): only while waitForPodsReady is enabled, the
+// timestamp is one of the two and backoffLimitCount is not negative. The
+// timeout is not checked (a timeout of 0 or less times every admitted
+// workload out at once). backoffBaseSeconds and backoffMaxSeconds, which
+// Kueue added in v0.7/v0.8, follow its rule there: each is not negative;
+// the wait is capped at backoffMaxSeconds whatever the base (0 means no
+// cap).
 func validateConfiguration(c *Configuration) field.ErrorList {
 	w := c.WaitForPodsReady
-	if w == nil {
+	if w == nil || !w.Enable {
 		return nil
 	}
-	// Checked even when enable is false (Kueue only checks when enabled):
-	// a value that would be wrong once enabled is better refused now.
 	var errs field.ErrorList
 	p := field.NewPath("waitForPodsReady")
-	if w.Timeout != nil && w.Timeout.Duration <= 0 {
-		errs = append(errs, field.Invalid(p.Child("timeout"), w.Timeout.Duration.String(), notPositiveMsg))
-	}
 	r := w.RequeuingStrategy
 	if r == nil {
 		return errs
@@ -559,17 +562,11 @@ func validateConfiguration(c *Configuration) field.ErrorList {
 	if r.BackoffLimitCount != nil && *r.BackoffLimitCount < 0 {
 		errs = append(errs, field.Invalid(rp.Child("backoffLimitCount"), int64(*r.BackoffLimitCount), isNegativeMsg))
 	}
-	if r.BackoffBaseSeconds != nil && *r.BackoffBaseSeconds <= 0 {
-		errs = append(errs, field.Invalid(rp.Child("backoffBaseSeconds"), int64(*r.BackoffBaseSeconds), notPositiveMsg))
+	if r.BackoffBaseSeconds != nil && *r.BackoffBaseSeconds < 0 {
+		errs = append(errs, field.Invalid(rp.Child("backoffBaseSeconds"), int64(*r.BackoffBaseSeconds), isNegativeMsg))
 	}
-	if m := r.BackoffMaxSeconds; m != nil {
-		switch {
-		case *m <= 0:
-			errs = append(errs, field.Invalid(rp.Child("backoffMaxSeconds"), int64(*m), notPositiveMsg))
-		case r.BackoffBaseSeconds != nil && *r.BackoffBaseSeconds > 0 && *m < *r.BackoffBaseSeconds:
-			errs = append(errs, field.Invalid(rp.Child("backoffMaxSeconds"), int64(*m),
-				fmt.Sprintf("must be greater than or equal to backoffBaseSeconds (%d)", *r.BackoffBaseSeconds)))
-		}
+	if r.BackoffMaxSeconds != nil && *r.BackoffMaxSeconds < 0 {
+		errs = append(errs, field.Invalid(rp.Child("backoffMaxSeconds"), int64(*r.BackoffMaxSeconds), isNegativeMsg))
 	}
 	return errs
 }

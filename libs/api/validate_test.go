@@ -448,18 +448,24 @@ func TestValidateConfiguration(t *testing.T) {
 	}
 	const p = "waitForPodsReady.requeuingStrategy."
 	runValidateCases(t, []validateCase{
-		{"timeout positive", baseConfig(func(c *Configuration) { c.WaitForPodsReady.Timeout = &metav1.Duration{} }),
-			[]FieldError{{"Configuration", "waitForPodsReady.timeout", `Invalid value: "0s": must be greater than 0`}}},
+		// Kueue v0.6.3 validateWaitForPodsReady checks no timeout.
+		{"timeout not checked", baseConfig(func(c *Configuration) { c.WaitForPodsReady.Timeout = &metav1.Duration{} }), nil},
 		{"timestamp enum", baseConfig(rs(func(r *RequeuingStrategy) { r.Timestamp = ptr(RequeuingTimestamp("Admission")) })),
 			[]FieldError{{"Configuration", p + "timestamp", `Unsupported value: "Admission": supported values: "Creation", "Eviction"`}}},
 		{"backoffLimitCount non-negative", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffLimitCount = ptr[int32](-1) })),
 			[]FieldError{{"Configuration", p + "backoffLimitCount", "Invalid value: -1: must be greater than or equal to 0"}}},
-		{"backoffBaseSeconds positive", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffBaseSeconds = ptr[int32](0) })),
-			[]FieldError{{"Configuration", p + "backoffBaseSeconds", "Invalid value: 0: must be greater than 0"}}},
-		{"backoffMaxSeconds positive", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffMaxSeconds = ptr[int32](0) })),
-			[]FieldError{{"Configuration", p + "backoffMaxSeconds", "Invalid value: 0: must be greater than 0"}}},
-		{"backoffMaxSeconds at least base", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffMaxSeconds = ptr[int32](59) })),
-			[]FieldError{{"Configuration", p + "backoffMaxSeconds", "Invalid value: 59: must be greater than or equal to backoffBaseSeconds (60)"}}},
+		{"backoffBaseSeconds non-negative", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffBaseSeconds = ptr[int32](-1) })),
+			[]FieldError{{"Configuration", p + "backoffBaseSeconds", "Invalid value: -1: must be greater than or equal to 0"}}},
+		{"backoffBaseSeconds may be 0", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffBaseSeconds = ptr[int32](0) })), nil},
+		{"backoffMaxSeconds non-negative", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffMaxSeconds = ptr[int32](-1) })),
+			[]FieldError{{"Configuration", p + "backoffMaxSeconds", "Invalid value: -1: must be greater than or equal to 0"}}},
+		{"backoffMaxSeconds may be 0", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffMaxSeconds = ptr[int32](0) })), nil},
+		// Issue 15 cause 1: Kueue caps the wait, it does not refuse this.
+		{"backoffMaxSeconds below base", baseConfig(rs(func(r *RequeuingStrategy) { r.BackoffMaxSeconds = ptr[int32](59) })), nil},
+		{"nothing checked while disabled", baseConfig(func(c *Configuration) {
+			c.WaitForPodsReady.Enable = false
+			c.WaitForPodsReady.RequeuingStrategy.BackoffLimitCount = ptr[int32](-1)
+		}), nil},
 	})
 }
 

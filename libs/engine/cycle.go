@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -20,67 +21,171 @@ type CycleResult struct {
 // Cycle runs one scheduling cycle: pop the heads, decide over a snapshot,
 // apply the decisions.
 //
-// While blockAdmission holds a head and some admitted workload is not
-// PodsReady, no cycle runs at all; once the block lifts, the held head is
-// admitted first with the assignment it was given.
+// Under waitForPodsReady.blockAdmission a cycle may stop at an entry that
+// fits while some admitted workload is not PodsReady (Kueue's scheduler
+// sleeps there, in pkg/cache/cache.go WaitForPodsReady). While it is
+// stopped, no cycle runs at all: Cycle does nothing until every admitted
+// workload is PodsReady (or gone). Then the same cycle goes on: the held
+// entry is admitted with the assignment it was given before the wait (not
+// if it was deleted or finished meanwhile, which Kueue fails to admit),
+// and the walk continues with the rest of that cycle's entries, over the
+// cycle's snapshot; the next entry that fits stops the cycle in turn. The
+// entries that were not admitted go back to their queues only when the
+// walk has ended (pkg/scheduler/scheduler.go schedule, step 6).
 func (e *Engine) Cycle(now time.Time) CycleResult {
 	e.changes++
 	var res CycleResult
-	if p := e.pinned; p != nil {
+	if p := e.pass; p != nil {
 		if e.notReady() {
 			return res
 		}
-		e.pinned = nil
-		e.admit(p.w, p.ad, now)
-		res.Admitted = append(res.Admitted, p.w.Info.Key)
-		e.record(Decision{Kind: DecidedAdmission, Key: p.w.Info.Key, Admission: p.w.Admission})
+		e.pass = nil
+		res.Heads = len(p.Entries)
+		held := p.Next() - 1
+		p.Admit(held)
+		e.admitEntry(&p.Entries[held], &res, now)
+		e.walk(p, &res, now)
+		return res
 	}
 	heads := e.queues.Heads()
 	if len(heads) == 0 {
 		return res
 	}
-	opts := scheduler.Options{BlockAdmission: e.podsReady.Enable && e.podsReady.BlockAdmission}
-	if opts.BlockAdmission {
-		opts.NotReady = e.notReady()
+	p := scheduler.Begin(e.Snapshot(), heads)
+	res.Heads = len(heads)
+	e.walk(p, &res, now)
+	return res
+}
+
+// walk goes on with a cycle until its end, or until blockAdmission holds
+// an entry (the cycle is then kept in e.pass).
+func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
+	block := e.podsReady.Enable && e.podsReady.BlockAdmission
+	for {
+		from := p.Next()
+		i := p.Walk()
+		to := i
+		if i < 0 {
+			to = len(p.Entries)
+		}
+		for j := from; j < to; j++ {
+			e.preempt(&p.Entries[j], now)
+		}
+		if i < 0 {
+			break
+		}
+		en := &p.Entries[i]
+		if block && e.notReady() {
+			p.Hold(i)
+			if w := e.passWorkload(en); w != nil {
+				w.Reason = en.Reason
+				e.recordReason(w)
+			}
+			e.pass = p
+			res.Entries = append(res.Entries, p.Entries[from:i+1]...)
+			return
+		}
+		p.Admit(i)
+		e.admitEntry(en, res, now)
 	}
-	entries := scheduler.Schedule(e.Snapshot(), heads, opts)
-	res.Heads, res.Entries = len(heads), entries
-	for i := range entries {
-		en := &entries[i]
-		w := e.workloads[en.Workload.Key]
-		switch en.Outcome {
-		case scheduler.Admitted:
-			e.admit(w, en.Admission(), now)
-			res.Admitted = append(res.Admitted, w.Info.Key)
-			e.record(Decision{Kind: DecidedAdmission, Key: w.Info.Key, Admission: w.Admission})
+	p.Finish()
+	res.Entries = append(res.Entries, p.Entries...)
+	for i := range p.Entries {
+		en := &p.Entries[i]
+		w := e.passWorkload(en)
+		if en.Outcome == scheduler.Admitted || w == nil {
 			continue
-		case scheduler.Blocked:
-			w.queuedIn = ""
-			w.Reason = en.Reason
-			e.pinned = &pinnedEntry{w: w, ad: en.Admission()}
-			e.recordReason(w)
-			continue
-		}
-		var evicted []scheduler.Target
-		for _, t := range en.Targets {
-			if e.noPreemption {
-				break
-			}
-			// Already-evicted targets are only counted, as in Kueue.
-			if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
-				e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
-				evicted = append(evicted, t)
-			}
-		}
-		if len(evicted) > 0 {
-			e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: evicted})
 		}
 		w.Reason = en.Reason
 		w.Info.LastTried = en.Tried
 		e.recordReason(w)
-		e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
+		// One rerouted while the cycle waited (its LocalQueue deleted) is
+		// not requeued, as Kueue's RequeueWorkload finds no queue.
+		if w.queuedIn != "" {
+			e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
+		}
 	}
-	return res
+}
+
+// passWorkload is the workload of a cycle's entry if it is still pending;
+// nil once it was deleted, finished or admitted by another way while the
+// cycle waited.
+func (e *Engine) passWorkload(en *scheduler.Entry) *Workload {
+	w := e.workloads[en.Workload.Key]
+	if w == nil || w.Status != Pending {
+		return nil
+	}
+	return w
+}
+
+// admitEntry applies an admitted entry. A workload deleted or finished
+// while the cycle waited is not admitted, as Kueue's admission write
+// fails; one whose ClusterQueue was deleted meanwhile goes back to its
+// queue at the end of the cycle, as Kueue's cache refuses to assume it.
+func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time) {
+	w := e.passWorkload(en)
+	if w == nil {
+		return
+	}
+	if e.clusterQueues[en.Workload.ClusterQueue] == nil {
+		en.Outcome = scheduler.NotAdmitted
+		en.Requeue = scheduler.RequeueGeneric
+		en.Reason = &scheduler.Reason{Token: scheduler.ClusterQueueNotFound,
+			Message: fmt.Sprintf("ClusterQueue %s not found", en.Workload.ClusterQueue)}
+		return
+	}
+	if w.queuedIn != "" {
+		// Put back in its queue by a change while the cycle waited.
+		e.queues.Delete(w.queuedIn, w.Info.Key)
+	}
+	e.admit(w, en.Admission(), now)
+	res.Admitted = append(res.Admitted, w.Info.Key)
+	e.record(Decision{Kind: DecidedAdmission, Key: w.Info.Key, Admission: w.Admission})
+}
+
+// preempt issues an entry's preemptions. Already-evicted targets are only
+// counted, as in Kueue.
+func (e *Engine) preempt(en *scheduler.Entry, now time.Time) {
+	w := e.passWorkload(en)
+	var evicted []scheduler.Target
+	for _, t := range en.Targets {
+		if e.noPreemption {
+			break
+		}
+		if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
+			e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
+			evicted = append(evicted, t)
+		}
+	}
+	if len(evicted) > 0 && w != nil {
+		e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: evicted})
+	}
+}
+
+// inPass reports whether a workload is one of the heads of a cycle that
+// waits for PodsReady: it is out of its queue until the cycle ends.
+func (e *Engine) inPass(w *Workload) bool {
+	if e.pass == nil {
+		return false
+	}
+	for i := range e.pass.Entries {
+		if e.pass.Entries[i].Workload.Key == w.Info.Key {
+			return true
+		}
+	}
+	return false
+}
+
+// passMark identifies a waiting cycle in the quiescence fingerprint: the
+// state goes on to change when it resumes even if no workload does.
+func (e *Engine) passMark() uint64 {
+	if e.pass == nil {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte("pass\x00"))
+	h.Write([]byte(e.pass.Entries[e.pass.Next()-1].Workload.Key))
+	return h.Sum64()
 }
 
 func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
@@ -179,8 +284,8 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 	defer func() { e.settled, e.settledAt, e.noPreemption = true, e.changes, false }()
 	e.queues.DrainUnparked()
 	fp := e.fingerprint()
-	seen := map[uint64]bool{fp: true}
-	whole := map[uint64]bool{fp ^ e.admittedHash: true}
+	seen := map[uint64]bool{fp + e.passMark(): true}
+	whole := map[uint64]bool{(fp + e.passMark()) ^ e.admittedHash: true}
 	for n := 1; n <= MaxCycles; n++ {
 		evictions := len(e.evictions)
 		res := e.Cycle(now)
@@ -197,18 +302,20 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		for _, k := range e.queues.DrainUnparked() {
 			fp = e.rehash(fp, k)
 		}
+		// A cycle waiting for PodsReady is part of the state.
+		st := fp + e.passMark()
 		if len(res.Admitted) > 0 || len(e.evictions) > evictions {
-			if !e.noPreemption && whole[fp^e.admittedHash] {
+			if !e.noPreemption && whole[st^e.admittedHash] {
 				e.noPreemption = true
 			}
-			whole[fp^e.admittedHash] = true
-			seen = map[uint64]bool{fp: true}
+			whole[st^e.admittedHash] = true
+			seen = map[uint64]bool{st: true}
 			continue
 		}
-		if seen[fp] {
+		if seen[st] {
 			return n
 		}
-		seen[fp] = true
+		seen[st] = true
 	}
 	return MaxCycles
 }

@@ -74,9 +74,6 @@ func (e *Engine) ApplyAdmission(key string, ad scheduler.Admission, at time.Time
 	if w.queuedIn != "" {
 		e.queues.Delete(w.queuedIn, key)
 	}
-	if e.pinned != nil && e.pinned.w == w {
-		e.pinned = nil
-	}
 	ad.Usage = ad.TotalUsage()
 	e.admit(w, ad, at)
 	return true

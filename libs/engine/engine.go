@@ -98,14 +98,9 @@ type Engine struct {
 	admissionSeq uint64
 	// admittedHash sums hashAdmitted over admitted workloads.
 	admittedHash uint64
-	// pinned is the head that blockAdmission holds, with the admission it
-	// gets once every admitted workload is PodsReady.
-	pinned *pinnedEntry
-}
-
-type pinnedEntry struct {
-	w  *Workload
-	ad scheduler.Admission
+	// pass is a cycle that blockAdmission stopped at an entry that fits:
+	// it goes on once every admitted workload is PodsReady (see Cycle).
+	pass *scheduler.Pass
 }
 
 // Eviction records a workload losing its quota.

@@ -79,7 +79,7 @@ func (e *Engine) timerOf(w *Workload) (time.Time, bool) {
 
 // waitingBackoff reports whether a workload sits out a requeue backoff.
 func (e *Engine) waitingBackoff(w *Workload) bool {
-	return w.Status == Pending && w.queuedIn == "" && !w.RequeueAt.IsZero() && (e.pinned == nil || e.pinned.w != w)
+	return w.Status == Pending && w.queuedIn == "" && !w.RequeueAt.IsZero()
 }
 
 // DueTimers returns every timer due at or before now, in time order (then

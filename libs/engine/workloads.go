@@ -103,7 +103,7 @@ func (e *Engine) target(wl *api.Workload) (string, *scheduler.Reason) {
 func (e *Engine) reroute(now time.Time) {
 	for _, key := range sortedKeys(e.workloads) {
 		w := e.workloads[key]
-		if w.Status != Pending || e.waitingBackoff(w) || e.pinned != nil && e.pinned.w == w {
+		if w.Status != Pending || e.waitingBackoff(w) {
 			continue
 		}
 		cq, reason := e.target(w.Object)
@@ -148,9 +148,6 @@ func (e *Engine) Delete(key string, now time.Time) error {
 
 // leave takes a workload out of its queue or releases its quota.
 func (e *Engine) leave(w *Workload, now time.Time) {
-	if e.pinned != nil && e.pinned.w == w {
-		e.pinned = nil
-	}
 	switch w.Status {
 	case Pending:
 		if w.queuedIn != "" {

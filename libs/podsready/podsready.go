@@ -58,16 +58,23 @@ func FromAPI(c *api.Configuration) Config {
 }
 
 // Backoff is the wait before the n-th requeue (n >= 1): base × 2^(n−1),
-// capped at the maximum. No jitter, so replays are identical.
+// capped at the maximum; a maximum of 0 means no cap (as wait.Backoff's
+// Cap, which Kueue uses), and the wait then stops growing at a century so
+// that it never overflows. No jitter, so replays are identical.
 func (c Config) Backoff(n int32) time.Duration {
+	const ceiling = 100 * 365 * 24 * time.Hour
+	limit := c.BackoffMax
+	if limit <= 0 {
+		limit = ceiling
+	}
 	d := c.BackoffBase
 	for i := int32(1); i < n; i++ {
-		if d >= c.BackoffMax {
+		if d >= limit {
 			break
 		}
 		d *= 2
 	}
-	return min(d, c.BackoffMax)
+	return min(d, limit)
 }
 
 // Deadline is when a workload admitted at admittedAt times out if its pods

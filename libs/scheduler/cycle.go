@@ -107,31 +107,74 @@ type PodSetAdmission struct {
 	Usage   map[corev1.ResourceName]int64  `json:"resourceUsage"`
 }
 
-// Schedule runs one scheduling cycle (Kueue's scheduler.schedule) over an
-// immutable snapshot: it nominates every head, orders the entries, and
-// walks them granting quota, at most one admission per cohort when they
-// compete for the same cells. It reads nothing else and changes nothing;
-// the caller applies the returned entries.
+// Schedule runs one whole scheduling cycle over an immutable snapshot, as
+// if no wait for PodsReady ever ended: with blockAdmission and
+// opts.NotReady the first entry that fits is held (Blocked) and the walk
+// stops there; otherwise each entry that fits is admitted, and under
+// blockAdmission the next one that fits is held. It changes nothing; the
+// caller applies the returned entries. The engine drives a Pass itself, so
+// that a held cycle can go on after the wait as Kueue's does.
 func Schedule(s *Snapshot, heads []*Workload, opts Options) []Entry {
+	p := Begin(s, heads)
+	notReady := opts.BlockAdmission && opts.NotReady
+	for i := p.Walk(); i >= 0; i = p.Walk() {
+		if notReady {
+			p.Hold(i)
+			break
+		}
+		p.Admit(i)
+		notReady = opts.BlockAdmission
+	}
+	p.Finish()
+	return p.Entries
+}
+
+// Pass is one scheduling cycle in progress (Kueue's scheduler.schedule):
+// Begin nominates every head and orders the entries; Walk then goes
+// through them as Kueue's step 5 does, granting cohort capacity and
+// issuing preemptions, and stops at each entry that fits, so that the
+// caller decides, from the live state, whether blockAdmission holds it.
+// Under blockAdmission Kueue's scheduler sleeps inside the cycle
+// (pkg/cache/cache.go WaitForPodsReady) and, once woken, admits the held
+// entry with the assignment computed before the wait and goes on with the
+// rest of the same cycle's entries, over the same snapshot; the heads that
+// were not admitted are requeued only when the walk has ended (Finish).
+// A Pass reads only its snapshot and its own walk state.
+type Pass struct {
+	Entries []Entry
+	// next is the index of the first entry not walked yet.
+	next        int
+	snap        *Snapshot
+	cycleUsage  map[string]quota.Usage
+	cohortsDone map[string]bool
+	targeted    map[string]bool
+}
+
+// Begin starts a cycle: it nominates every head and sorts the entries.
+func Begin(s *Snapshot, heads []*Workload) *Pass {
 	entries := make([]Entry, 0, len(heads))
 	for _, wl := range heads {
 		entries = append(entries, nominate(s, wl))
 	}
 	slices.SortStableFunc(entries, entryOrder)
+	return &Pass{Entries: entries, snap: s, cycleUsage: map[string]quota.Usage{},
+		cohortsDone: map[string]bool{}, targeted: map[string]bool{}}
+}
 
-	cycleUsage := map[string]quota.Usage{}
-	cohortsDone := map[string]bool{}
-	targeted := map[string]bool{}
-	blocked := opts.BlockAdmission && opts.NotReady
-	stopped := false
-	for i := range entries {
-		e := &entries[i]
-		if stopped && e.nominated {
-			// An earlier entry waits for PodsReady: this one is tried again
-			// in a later cycle, as Kueue resumes the cycle after its wait.
-			e.Requeue = RequeueFailedAfterNomination
-		}
-		if stopped || !e.nominated {
+// Next is the index of the first entry Walk has not reached yet; the
+// entries before it are decided (or wait for Admit or Hold).
+func (p *Pass) Next() int { return p.next }
+
+// Walk decides the entries from where the walk stopped up to the next one
+// that fits, and returns that one's index: the caller then calls Admit or
+// Hold for it. It returns -1 once every entry is walked.
+func (p *Pass) Walk() int {
+	s := p.snap
+	for p.next < len(p.Entries) {
+		i := p.next
+		p.next++
+		e := &p.Entries[i]
+		if !e.nominated {
 			continue
 		}
 		mode := e.Assignment.Mode()
@@ -140,32 +183,32 @@ func Schedule(s *Snapshot, heads []*Workload, opts Options) []Entry {
 		}
 		cq := s.ClusterQueues[e.Workload.ClusterQueue]
 		if co := cq.Cohort; co != nil {
-			common := commonCells(cycleUsage[co.Name], e.Assignment.Usage)
-			if len(common) > 0 && ((mode == Fit && !cq.fitsInCohort(common)) || (mode == Preempt && cohortsDone[co.Name])) {
+			common := commonCells(p.cycleUsage[co.Name], e.Assignment.Usage)
+			if len(common) > 0 && ((mode == Fit && !cq.fitsInCohort(common)) || (mode == Preempt && p.cohortsDone[co.Name])) {
 				e.skipped = true
 				e.Tried = nil
 				e.Reason = &Reason{Token: CohortContention, Cohort: co.Name,
 					Message: "other workloads in the cohort were prioritized"}
 				continue
 			}
-			if cycleUsage[co.Name] == nil {
-				cycleUsage[co.Name] = quota.Usage{}
+			if p.cycleUsage[co.Name] == nil {
+				p.cycleUsage[co.Name] = quota.Usage{}
 			}
-			cycleUsage[co.Name].Add(toReserve(e, cq))
+			p.cycleUsage[co.Name].Add(toReserve(e, cq))
 		}
 		if mode != Fit {
 			if len(e.targets) == 0 {
 				continue
 			}
 			// Two preemptors must never count on the same victim.
-			if slices.ContainsFunc(e.targets, func(t Target) bool { return targeted[t.Workload.Key] }) {
+			if slices.ContainsFunc(e.targets, func(t Target) bool { return p.targeted[t.Workload.Key] }) {
 				e.skipped = true
 				e.Tried = nil
 				e.Reason = &Reason{Token: CohortContention, Message: "other workloads in the cohort were prioritized"}
 				continue
 			}
 			for _, t := range e.targets {
-				targeted[t.Workload.Key] = true
+				p.targeted[t.Workload.Key] = true
 			}
 			e.Targets = e.targets
 			e.Tried = nil
@@ -174,33 +217,44 @@ func Schedule(s *Snapshot, heads []*Workload, opts Options) []Entry {
 				Flavor: e.Reason.Flavor, Cohort: e.Reason.Cohort, Shortfall: e.Reason.Shortfall,
 				Message: fmt.Sprintf("%s. Pending the preemption of %d workload(s)", e.Reason.Message, len(e.targets))}
 			if cq.Cohort != nil {
-				cohortsDone[cq.Cohort.Name] = true
+				p.cohortsDone[cq.Cohort.Name] = true
 			}
 			continue
 		}
+		// Kueue marks the cohort before admitting: once the entry is
+		// admitted, or once it was held and then admitted after the wait.
 		if cq.Cohort != nil {
-			cohortsDone[cq.Cohort.Name] = true
+			p.cohortsDone[cq.Cohort.Name] = true
 		}
-		if blocked {
-			e.Outcome = Blocked
-			e.Reason = &Reason{Token: WaitingForPodsReady,
-				Message: "waiting for all admitted workloads to be in PodsReady condition"}
-			stopped = true
-			continue
-		}
-		e.Outcome = Admitted
-		e.Reason = nil
-		blocked = opts.BlockAdmission
+		return i
 	}
-	for i := range entries {
-		e := &entries[i]
-		switch {
-		case e.Outcome == Admitted:
-		case e.skipped && e.Requeue == RequeueGeneric:
+	return -1
+}
+
+// Admit marks the entry Walk stopped at as admitted.
+func (p *Pass) Admit(i int) {
+	e := &p.Entries[i]
+	e.Outcome = Admitted
+	e.Reason = nil
+}
+
+// Hold marks the entry Walk stopped at as held by blockAdmission: it is
+// admitted with its assignment once every admitted workload is PodsReady.
+func (p *Pass) Hold(i int) {
+	e := &p.Entries[i]
+	e.Outcome = Blocked
+	e.Reason = &Reason{Token: WaitingForPodsReady,
+		Message: "waiting for all admitted workloads to be in PodsReady condition"}
+}
+
+// Finish sets how each entry that was not admitted goes back to its queue.
+func (p *Pass) Finish() {
+	for i := range p.Entries {
+		e := &p.Entries[i]
+		if e.Outcome != Admitted && e.skipped && e.Requeue == RequeueGeneric {
 			e.Requeue = RequeueFailedAfterNomination
 		}
 	}
-	return entries
 }
 
 // entryOrder is the cycle order: entries that do not borrow first, then
