@@ -36,6 +36,10 @@ type devOptions struct {
 	manualClock bool
 	demo        bool
 	examples    string
+	// tokenAuthFile and policyFile are a team's own users and RBAC
+	// policy, passed to ingest beside the admin that dev makes.
+	tokenAuthFile string
+	policyFile    string
 }
 
 func newDev(stdout, stderr io.Writer) *cobra.Command {
@@ -47,7 +51,12 @@ func newDev(stdout, stderr io.Writer) *cobra.Command {
 each through its real entry point, with an embedded JetStream server whose
 data lives under --data-dir, and PostgreSQL from DATABASE_URL or, when unset,
 a private cluster made with the local PostgreSQL binaries under --data-dir.
-A restart keeps everything. Ctrl-C stops it cleanly.`,
+A restart keeps everything. Ctrl-C stops it cleanly.
+
+Authentication is on: dev makes an admin (a bearer token in system:masters,
+kept under --data-dir/auth), writes the context jetqueue-dev with it into
+jqctl's config ($JQCTL_CONFIG, else $XDG_CONFIG_HOME/jqctl/config, else
+~/.config/jqctl/config) as the current context, and runs NATS with accounts and a user per service.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -60,6 +69,8 @@ A restart keeps everything. Ctrl-C stops it cleanly.`,
 	cmd.Flags().BoolVar(&o.manualClock, "manual-clock", false, "start the shared manual clock at 2026-01-01 and enable POST /v1/debug/clock/advance")
 	cmd.Flags().BoolVar(&o.demo, "demo", false, "load the demo setup (examples/demo.yaml, the nodes of examples/demo-nodes.yaml, the jobs of examples/demo-workloads.yaml)")
 	cmd.Flags().StringVar(&o.examples, "examples", "examples", "directory of the demo files")
+	cmd.Flags().StringVar(&o.tokenAuthFile, "token-auth-file", "", "users to add to dev's admin: kube-apiserver's static token CSV, as ingest's --token-auth-file")
+	cmd.Flags().StringVar(&o.policyFile, "authorization-policy-file", "", "RBAC Roles, ClusterRoles and bindings for ingest (its --authorization-policy-file); dev's admin is in system:masters")
 	return cmd
 }
 
@@ -69,6 +80,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tokens, adminToken, err := devTokens(dir, o.tokenAuthFile)
+	if err != nil {
 		return err
 	}
 	srv, ids, authDir, err := devNATS(dir)
@@ -110,8 +125,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	listening := make(chan string, 1)
 	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, NATS: ids["ingest"], DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
-			// Local experiments: no credentials needed (docs/security.md).
-			Auth:   auth.Options{Anonymous: true},
+			Auth:   auth.Options{TokenAuthFile: tokens, AuthorizationPolicyFile: o.policyFile},
 			MaxLag: 50_000, Listening: func(a string) { listening <- a }})
 	})
 	var addr string
@@ -124,19 +138,25 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return nil
 	}
 	base := "http://" + addr
+	configPath, err := writeDevContext(base, adminToken)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("jqctl config: %w", err)
+	}
 	if o.demo {
-		if err := loadDemo(ctx, base, nats, ids[natsconf.NodesUser], o.examples, stdout); err != nil {
+		if err := loadDemo(ctx, base, adminToken, nats, ids[natsconf.NodesUser], o.examples, stdout); err != nil {
 			cancel()
 			return err
 		}
 	}
 	fmt.Fprintf(stdout, `jetqueue is running.
-  HTTP API:  %s
+  HTTP API:  %s (admin token: %s; tokens ingest accepts: %s)
+  jqctl:     context %s, now current, in %s
   NATS:      %s (users and passwords: %s, one <user>.password each)
   data:      %s
 Try:
 %sCtrl-C stops it.
-`, base, nats, authDir, dir, tryCommands(base, o.demo))
+`, base, filepath.Join(dir, "auth", "admin.token"), tokens, devContext, configPath, nats, authDir, dir, tryCommands(o.demo))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -165,15 +185,15 @@ func devMember(nats string, ids map[string]bus.Identity, service string) bus.Mem
 }
 
 // tryCommands are three first steps: the README's tour on the demo,
-// otherwise the quickstart.
-func tryCommands(base string, demo bool) string {
+// otherwise the quickstart. The current context reaches dev's server.
+func tryCommands(demo bool) string {
 	steps := []string{"apply -f examples/quickstart.yaml", "submit -f examples/job.yaml", "get workloads -o wide"}
 	if demo {
 		steps = []string{"submit -f examples/sweep-job.yaml", "submit -f examples/gpu-job.yaml", "get workloads -o wide"}
 	}
 	var b strings.Builder
 	for _, st := range steps {
-		fmt.Fprintf(&b, "  jqctl --server %s %s\n", base, st)
+		fmt.Fprintf(&b, "  jqctl %s\n", st)
 	}
 	return b.String()
 }
@@ -203,12 +223,21 @@ func devDatabase(ctx context.Context, dir string) (string, func(), error) {
 }
 
 // loadDemo applies the demo configuration and puts its nodes.
-func loadDemo(ctx context.Context, base, natsURL string, nodesUser bus.Identity, dir string, stdout io.Writer) error {
+func loadDemo(ctx context.Context, base, token, natsURL string, nodesUser bus.Identity, dir string, stdout io.Writer) error {
+	post := func(path, body string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/yaml")
+		req.Header.Set("Authorization", "Bearer "+token)
+		return http.DefaultClient.Do(req)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, "demo.yaml"))
 	if err != nil {
 		return fmt.Errorf("--demo: %w (run from the repository root or pass --examples)", err)
 	}
-	resp, err := http.Post(base+"/v1/apply", "application/yaml", strings.NewReader(string(data)))
+	resp, err := post("/v1/apply", string(data))
 	if err != nil {
 		return err
 	}
@@ -233,7 +262,7 @@ func loadDemo(ctx context.Context, base, natsURL string, nodesUser bus.Identity,
 		return fmt.Errorf("--demo: %w", err)
 	}
 	// Submitting the same workloads again (a restart) changes nothing.
-	resp, err = http.Post(base+"/v1/workloads", "application/yaml", strings.NewReader(string(workloads)))
+	resp, err = post("/v1/workloads", string(workloads))
 	if err != nil {
 		return err
 	}

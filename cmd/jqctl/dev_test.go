@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/jetqueue/jetqueue/libs/testenv"
 )
@@ -47,6 +51,9 @@ func TestDevServesTheDemo(t *testing.T) {
 	if os.Getenv("DATABASE_URL") != "" {
 		t.Setenv("DATABASE_URL", testenv.Postgres(t))
 	}
+	// dev writes its context here, not into the user's config.
+	config := filepath.Join(dir, "jqctl-config")
+	t.Setenv("JQCTL_CONFIG", config)
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
@@ -71,10 +78,28 @@ func TestDevServesTheDemo(t *testing.T) {
 	jq := func(args ...string) string {
 		stdout.Reset()
 		stderr.Reset()
-		if code := run(append(args, "--server", server), &stdout, &stderr); code != 0 {
+		if code := run(args, &stdout, &stderr); code != 0 {
 			return ""
 		}
 		return stdout.String()
+	}
+	// Authentication is on: without the admin's token, 401.
+	resp, err := http.Get(server + "/v1/workloads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /v1/workloads without a token: %d, want 401", resp.StatusCode)
+	}
+	// The context dev wrote is current and carries the token: the
+	// commands below name no server and no token.
+	cfg, err := clientcmd.LoadFromFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CurrentContext != "jetqueue-dev" || cfg.Clusters["jetqueue-dev"] == nil || cfg.Clusters["jetqueue-dev"].Server != server {
+		t.Errorf("jqctl config: current context %q, clusters %v", cfg.CurrentContext, cfg.Clusters)
 	}
 	// The README's tour: the sweep takes every GPU, the training job
 	// preempts it, and the demo's own jobs are admitted.
