@@ -61,6 +61,9 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 			e.requeueCohort(oldCohort, now)
 		}
 		e.reroute(now)
+		if old == nil || stopPolicy(old) != stopPolicy(o) {
+			e.drain(o.Name, now)
+		}
 		return created(old == nil), nil
 	case *api.LocalQueue:
 		key := api.NamespacedName(o.Namespace, o.Name)
@@ -140,6 +143,36 @@ func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error
 		return fmt.Errorf("kind %q cannot be deleted as configuration", kind)
 	}
 	return nil
+}
+
+// drain evicts the admitted workloads of a ClusterQueue whose stopPolicy
+// is HoldAndDrain, in key order, with reason ClusterQueueStopped; they
+// wait in its (inactive) queue with their creation time. Kueue reconciles
+// a ClusterQueue's workloads when it is created or its stopPolicy changes
+// (workloadCqHandler), and reconcileOnClusterQueueActiveState evicts each
+// admitted one (pkg/controller/core/workload_controller.go). Hold keeps
+// them.
+func (e *Engine) drain(cq string, now time.Time) {
+	if !e.draining(cq) {
+		return
+	}
+	st := e.state(cq)
+	for _, key := range sortedKeys(st.admitted) {
+		e.evict(st.admitted[key], Eviction{Reason: EvictedByClusterQueueStopped}, now)
+	}
+}
+
+// draining reports whether a ClusterQueue's stopPolicy is HoldAndDrain.
+func (e *Engine) draining(cq string) bool {
+	c := e.clusterQueues[cq]
+	return c != nil && stopPolicy(c) == api.StopPolicyHoldAndDrain
+}
+
+func stopPolicy(cq *api.ClusterQueue) api.StopPolicy {
+	if cq.Spec.StopPolicy == nil {
+		return api.StopPolicyNone
+	}
+	return *cq.Spec.StopPolicy
 }
 
 func created(isNew bool) Action {

@@ -141,6 +141,11 @@ func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time
 	e.admit(w, en.Admission(), now)
 	res.Admitted = append(res.Admitted, w.Info.Key)
 	e.record(Decision{Kind: DecidedAdmission, Key: w.Info.Key, Admission: w.Admission})
+	// Only a cycle woken after its ClusterQueue was set to HoldAndDrain
+	// admits there; Kueue's workload reconcile then evicts it.
+	if e.draining(w.Admission.ClusterQueue) {
+		e.evict(w, Eviction{Reason: EvictedByClusterQueueStopped}, now)
+	}
 }
 
 // preempt issues an entry's preemptions. Already-evicted targets are only

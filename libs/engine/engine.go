@@ -117,9 +117,10 @@ type Eviction struct {
 
 // Eviction reasons (Kueue's Evicted condition reasons).
 const (
-	EvictedByPreemption       = "Preempted"
-	EvictedByPodsReadyTimeout = "PodsReadyTimeout"
-	EvictedByDeactivation     = "InactiveWorkload"
+	EvictedByPreemption          = "Preempted"
+	EvictedByPodsReadyTimeout    = "PodsReadyTimeout"
+	EvictedByDeactivation        = "InactiveWorkload"
+	EvictedByClusterQueueStopped = "ClusterQueueStopped"
 )
 
 // DrainEvictions returns the evictions since the last call.
