@@ -69,6 +69,12 @@ func workloadAttributes(verb, sub string) func(*http.Request) rbac.Attributes {
 	}
 }
 
+// batchAttributes is what marking a workload action with JQ-Batch asks:
+// create on workloads/batch in the workload's namespace.
+func batchAttributes(ns string) rbac.Attributes {
+	return rbac.Attributes{Verb: "create", APIGroup: groupKueue, Resource: "workloads", Subresource: "batch", Namespace: ns}
+}
+
 // nonResource is the route's path with its method as verb.
 func nonResource(r *http.Request) rbac.Attributes {
 	return rbac.Attributes{Verb: strings.ToLower(r.Method), Path: r.URL.Path}

@@ -95,7 +95,7 @@ func newGuarded(t *testing.T, anonymous bool, withPolicy bool) *guarded {
 }
 
 // call sends a request with a bearer token ("" for none).
-func (g *guarded) call(t *testing.T, token, method, path, body string) (int, http.Header, string) {
+func (g *guarded) call(t *testing.T, token, method, path, body string, header ...string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, g.url+path, strings.NewReader(body))
 	if err != nil {
@@ -103,6 +103,9 @@ func (g *guarded) call(t *testing.T, token, method, path, body string) (int, htt
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -211,6 +214,35 @@ func TestEachRoleOverHTTP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpeningABatchIsPrivileged: a JQ-Batch header holds the marked
+// action's decision back until the rest of the batch arrives, so it needs
+// create on workloads/batch (batch-admin has it), beyond the action's own
+// permission; refused, nothing is published.
+func TestOpeningABatchIsPrivileged(t *testing.T) {
+	g := newGuarded(t, false, true)
+	if code, _, body := g.call(t, "olga-token", "POST", "/v1/workloads", nsWorkload("team-a", "wa")); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	before := g.messages(t)
+	code, _, body := g.call(t, "alice-token", "POST", "/v1/workloads/team-a/wa/podsready", "", "JQ-Batch", "b1/2")
+	if code != http.StatusForbidden {
+		t.Fatalf("batch-user opening a batch: %d %s, want 403", code, body)
+	}
+	want := `user "alice" cannot create resource "workloads/batch" in API group "kueue.x-k8s.io" in the namespace "team-a"`
+	if got := forbidden(t, body); got != want {
+		t.Errorf("message\n got %s\nwant %s", got, want)
+	}
+	if after := g.messages(t); after != before {
+		t.Errorf("a refused request published %d events", after-before)
+	}
+	if code, _, body := g.call(t, "adam-token", "POST", "/v1/workloads/team-a/wa/podsready", "", "JQ-Batch", "b1/2"); code != http.StatusAccepted {
+		t.Errorf("batch-admin opening a batch: %d %s, want 202", code, body)
+	}
+	if after := g.messages(t); after != before+1 {
+		t.Errorf("batch-admin's batched action published %d events, want 1", after-before)
 	}
 }
 

@@ -724,6 +724,11 @@ func (s *Server) workloadAction(typ events.Type) func(*http.Request) (int, any, 
 			if err != nil {
 				return 0, nil, fail(http.StatusBadRequest, object, "JQ-Batch", err.Error())
 			}
+			// A batch holds its members' decisions back until the last
+			// arrives (or 10s pass): opening one is a privilege of its own.
+			if err := s.authorize(r, batchAttributes(ns)); err != nil {
+				return 0, nil, err
+			}
 			ev.Batch = b
 		}
 		// The fence only guards against acting on a workload deleted in the
