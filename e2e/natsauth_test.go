@@ -394,31 +394,56 @@ func TestNATSRequestsActAsTheirSender(t *testing.T) {
 	s.must(http.StatusAccepted, "POST", "/v1/workloads", teamWorkload("team-b", "theirs", "1"))
 	s.sync()
 	nc, _ := s.conn("team-a")
-	ask := func(body string, forge bool) (int, string) {
-		m := nats.NewMsg(ingest.SubjectFinish)
-		m.Data = []byte(body)
-		if forge {
-			m.Header.Set(natsconf.RequestInfoHeader, `{"acc":"NS_TEAM_B","user":"team-b"}`)
-		}
-		reply, err := nc.RequestMsg(m, 10*time.Second)
-		if err != nil {
-			t.Fatalf("finish: %v", err)
-		}
-		var code int
-		fmt.Sscan(reply.Header.Get("Status"), &code)
-		return code, string(reply.Data)
-	}
+	ask := func(body string, forge bool) (int, string) { return s.ask(t, nc, ingest.SubjectFinish, body, forge) }
 	if code, body := ask(`{"namespace":"team-b","name":"theirs","succeeded":true}`, false); code != http.StatusForbidden || !strings.Contains(body, "team-a") {
 		t.Errorf("team-a finishing team-b's workload: %d %s, want 403 naming team-a", code, body)
 	}
 	if code, body := ask(`{"namespace":"team-b","name":"theirs","succeeded":true}`, true); code != http.StatusForbidden || !strings.Contains(body, "team-a") {
 		t.Errorf("team-a claiming to be team-b: %d %s, want 403 naming team-a", code, body)
 	}
+	// The issue's other reproductions over request/reply: a ClusterQueue
+	// with quota 0, and every other action on team-b's workload.
+	before, _ := s.eventCount()
+	for _, tc := range []struct{ subject, body string }{
+		{ingest.SubjectApply, zeroQuotaCQ},
+		{ingest.SubjectDelete, `{"namespace":"team-b","name":"theirs"}`},
+		{ingest.SubjectPriority, `{"namespace":"team-b","name":"theirs","priority":1000}`},
+		{ingest.SubjectPodsReady, `{"namespace":"team-b","name":"theirs"}`},
+	} {
+		if code, body := s.ask(t, nc, tc.subject, tc.body, false); code != http.StatusForbidden || !strings.Contains(body, `user \"team-a\"`) {
+			t.Errorf("team-a on %s: %d %s, want 403 naming team-a", tc.subject, code, body)
+		}
+	}
+	if after, _ := s.eventCount(); after != before {
+		t.Errorf("refused requests published %d events", after-before)
+	}
 	if code, body := ask(`{"namespace":"team-a","name":"mine","succeeded":true}`, false); code != http.StatusAccepted {
 		t.Errorf("team-a finishing its own workload: %d %s", code, body)
 	}
 	s.sync()
-	if st := s.statusOf("team-b", "theirs"); st == "finished" {
-		t.Error("team-b's workload was finished by team-a")
+	if st := s.statusOf("team-b", "theirs"); st != "pending" && st != "admitted" {
+		t.Errorf("team-b's workload is %q after team-a's refused requests", st)
 	}
+}
+
+// zeroQuotaCQ is a ClusterQueue with no quota at all.
+const zeroQuotaCQ = `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ClusterQueue","metadata":{"name":"cq"},` +
+	`"spec":{"namespaceSelector":{},"resourceGroups":[{"coveredResources":["cpu"],"flavors":[{"name":"rf","resources":[{"name":"cpu","nominalQuota":"0"}]}]}]}}`
+
+// ask sends a request over NATS as nc's user, with a forged
+// Nats-Request-Info naming team-b if forge, and returns the answer.
+func (s *secured) ask(t *testing.T, nc *nats.Conn, subject, body string, forge bool) (int, string) {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = []byte(body)
+	if forge {
+		m.Header.Set(natsconf.RequestInfoHeader, `{"acc":"NS_TEAM_B","user":"team-b"}`)
+	}
+	reply, err := nc.RequestMsg(m, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	var code int
+	fmt.Sscan(reply.Header.Get("Status"), &code)
+	return code, string(reply.Data)
 }
