@@ -50,16 +50,13 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 		if old == nil || !equality.Semantic.DeepEqual(old.Spec.ResourceGroups, o.Spec.ResourceGroups) {
 			st.generation++
 		}
-		oldCohort := ""
-		if old != nil {
-			oldCohort = old.Spec.Cohort
-		}
 		e.clusterQueues[o.Name] = o
 		e.recompile()
+		// Kueue's queue manager requeues the parked workloads of the
+		// queue's new cohort only (UpdateClusterQueue,
+		// queueAllInadmissibleWorkloadsInCohort): the cohort a queue left
+		// keeps its parked workloads parked, even if it gained capacity.
 		e.queues.QueueInadmissible(o.Name, now)
-		if oldCohort != "" && oldCohort != o.Spec.Cohort {
-			e.requeueCohort(oldCohort, now)
-		}
 		e.reroute(now)
 		if old == nil || stopPolicy(old) != stopPolicy(o) {
 			e.drain(o.Name, now)
@@ -118,9 +115,8 @@ func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error
 		}
 		delete(e.clusterQueues, name)
 		e.recompile()
-		if old.Spec.Cohort != "" {
-			e.requeueCohort(old.Spec.Cohort, now)
-		}
+		// Kueue requeues nothing when a ClusterQueue is deleted
+		// (Manager.DeleteClusterQueue), not even in its cohort.
 		e.reroute(now)
 	case api.KindLocalQueue:
 		key := api.NamespacedName(namespace, name)
@@ -217,15 +213,6 @@ func (e *Engine) recompile() []string {
 func (e *Engine) requeue(queues []string, now time.Time) {
 	for _, name := range queues {
 		e.queues.QueueInadmissible(name, now)
-	}
-}
-
-func (e *Engine) requeueCohort(cohort string, now time.Time) {
-	for _, name := range sortedKeys(e.clusterQueues) {
-		if e.clusterQueues[name].Spec.Cohort == cohort {
-			e.queues.QueueInadmissible(name, now)
-			return
-		}
 	}
 }
 
