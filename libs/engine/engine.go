@@ -57,6 +57,9 @@ type Workload struct {
 	// hash is its share of the quiescence fingerprint of run hashEpoch.
 	hash      uint64
 	hashEpoch uint64
+	// finishedIn is the ClusterQueue it was admitted to when it finished:
+	// Kueue keeps that admission in a finished workload's status.
+	finishedIn string
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
 }

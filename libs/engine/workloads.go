@@ -127,6 +127,9 @@ func (e *Engine) Finish(key string, now time.Time) error {
 	if w.Status == Finished {
 		return nil
 	}
+	if w.Status == Admitted {
+		w.finishedIn = w.Admission.ClusterQueue
+	}
 	e.leave(w, now)
 	e.setStatus(w, Finished)
 	w.Reason = nil
@@ -141,6 +144,13 @@ func (e *Engine) Delete(key string, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
 	e.leave(w, now)
+	if w.Status == Finished && w.finishedIn != "" {
+		// Deleting a workload that still carries a quota reservation (a
+		// finished one keeps its admission) requeues the parked workloads
+		// of its cohort again (Kueue's WorkloadReconciler.Delete,
+		// QueueAssociatedInadmissibleWorkloadsAfter).
+		e.queues.QueueInadmissible(w.finishedIn, now)
+	}
 	delete(e.workloads, key)
 	delete(e.pending, key)
 	return nil
