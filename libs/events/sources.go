@@ -43,6 +43,9 @@ var decisionOwners = map[Type]string{
 var evictionOwners = map[string]string{
 	"Preempted":        SourcePreemptor,
 	"PodsReadyTimeout": SourcePodsReady,
+	// A workload deactivated after its last PodsReady timeout leaves its
+	// quota by podsready's eviction.
+	"InactiveWorkload": SourcePodsReady,
 }
 
 // ErrForeignSource marks a decision event whose ce-source is not the

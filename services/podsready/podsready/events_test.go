@@ -43,6 +43,11 @@ func TestEventsCarryOutEachTimer(t *testing.T) {
 				if d, ok := ev.Data.(*events.RequeuedData); ok && (d.Count != 1 || !d.Until.Equal(requeueAt)) {
 					t.Errorf("requeued %+v, want count 1 until %v", d, requeueAt)
 				}
+				// Deciders apply a decision only from its owner: every
+				// event a timer publishes must be podsready's to publish.
+				if err := events.CheckSource(ev); err != nil || ev.Source != events.SourcePodsReady {
+					t.Errorf("%s from %q: %v", ev.Type, ev.Source, err)
+				}
 				if ev.Subject != events.WorkloadSubject("ns", "w") || !ev.Time.Equal(tc.timer.At) {
 					t.Errorf("%s on %s at %v", ev.Type, ev.Subject, ev.Time)
 				}
