@@ -289,20 +289,13 @@ func validateClusterQueue(cq *ClusterQueue) field.ErrorList {
 	if s.StopPolicy != nil {
 		errs = append(errs, oneOf(*s.StopPolicy, p.Child("stopPolicy"), StopPolicyNone, StopPolicyHold, StopPolicyHoldAndDrain)...)
 	}
-	if len(s.AdmissionChecks) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("admissionChecks"), "admission checks are not supported by jetqueue"))
-	}
+	// admissionChecks are accepted as Kueue accepts them; jetqueue has no
+	// AdmissionCheck objects, so such a queue is inactive (engine compile).
 	return errs
 }
 
 func validateNamespaceSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList {
-	errs := metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, p)
-	if len(errs) == 0 && sel != nil {
-		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-			errs = append(errs, field.Invalid(p, field.OmitValueType{}, err.Error()))
-		}
-	}
-	return errs
+	return metavalidation.ValidateLabelSelector(sel, metavalidation.LabelSelectorValidationOptions{}, p)
 }
 
 func validateResourceGroups(groups []ResourceGroup, cohort string, p *field.Path) field.ErrorList {
@@ -463,9 +456,8 @@ func validateWorkload(wl *Workload) field.ErrorList {
 		countsOK = countsOK && countOK
 		if ps.MinCount != nil {
 			withMinCount++
-			// Kueue accepts 0 <= minCount <= count; a minCount of 0 would let
-			// partial admission admit no pods at all, so it is refused here.
-			if m := *ps.MinCount; m < 1 || m > ps.Count {
+			// Kueue's validatePodSet: 0 <= minCount <= count.
+			if m := *ps.MinCount; m < 0 || m > ps.Count {
 				errs = append(errs, field.Forbidden(ip.Child("minCount"), fmt.Sprintf("%d should be positive and less or equal to %d", m, ps.Count)))
 			}
 		}
@@ -527,7 +519,9 @@ func validateContainerResources(r *corev1.ResourceRequirements, p *field.Path) f
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
 		for _, name := range sortedKeys(list.rl) {
 			kp := p.Child(list.name).Key(string(name))
-			if name == ResourcePods {
+			// Kueue's validateContainer reserves "pods" in requests only; a
+			// pods limit is accepted and ignored (the scheduler counts pods).
+			if name == ResourcePods && list.name == "requests" {
 				errs = append(errs, field.Invalid(kp, string(name), podsReservedMsg))
 			}
 			errs = append(errs, quantity(name, list.rl[name], kp)...)

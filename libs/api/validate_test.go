@@ -354,8 +354,8 @@ func TestValidateClusterQueue(t *testing.T) {
 		{"namespaceSelector In needs values", baseCQ(func(c *ClusterQueue) {
 			c.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
 		}), []FieldError{{cq, "spec.namespaceSelector.matchExpressions[0].values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"}}},
-		{"admissionChecks not supported", baseCQ(func(c *ClusterQueue) { c.Spec.AdmissionChecks = []string{"prov"} }),
-			[]FieldError{{cq, "spec.admissionChecks", "Forbidden: admission checks are not supported by jetqueue"}}},
+		// Accepted as in Kueue; the queue stays inactive (no AdmissionCheck objects).
+		{"admissionChecks accepted", baseCQ(func(c *ClusterQueue) { c.Spec.AdmissionChecks = []string{"prov"} }), nil},
 	})
 }
 
@@ -406,8 +406,9 @@ func TestValidateWorkload(t *testing.T) {
 		}), []FieldError{{wl, "spec.podSets[1].name", `Duplicate value: "main"`}}},
 		{"count at least 1", baseWL(ps0(func(p *PodSet) { p.Count = 0 })),
 			[]FieldError{{wl, "spec.podSets[0].count", "Invalid value: 0: must be greater than or equal to 1"}}},
-		{"minCount positive", baseWL(ps0(func(p *PodSet) { p.MinCount = ptr[int32](0) })),
-			[]FieldError{{wl, "spec.podSets[0].minCount", "Forbidden: 0 should be positive and less or equal to 3"}}},
+		{"minCount not negative", baseWL(ps0(func(p *PodSet) { p.MinCount = ptr[int32](-1) })),
+			[]FieldError{{wl, "spec.podSets[0].minCount", "Forbidden: -1 should be positive and less or equal to 3"}}},
+		{"minCount may be 0", baseWL(ps0(func(p *PodSet) { p.MinCount = ptr[int32](0) })), nil},
 		{"minCount at most count", baseWL(ps0(func(p *PodSet) { p.MinCount = ptr[int32](4) })),
 			[]FieldError{{wl, "spec.podSets[0].minCount", "Forbidden: 4 should be positive and less or equal to 3"}}},
 		{"minCount on one podSet only", baseWL(func(w *Workload) {
@@ -421,9 +422,12 @@ func TestValidateWorkload(t *testing.T) {
 		{"no pods request", baseWL(ps0(func(p *PodSet) {
 			p.Template.Spec.Containers[0].Resources.Requests["pods"] = q("1")
 		})), []FieldError{{wl, "spec.podSets[0].template.spec.containers[0].resources.requests[pods]", `Invalid value: "pods": the key is reserved for internal kueue use`}}},
-		{"no pods limit in an init container", baseWL(ps0(func(p *PodSet) {
+		{"pods limit accepted", baseWL(ps0(func(p *PodSet) {
 			p.Template.Spec.InitContainers = []corev1.Container{container(nil, corev1.ResourceList{"pods": q("1")})}
-		})), []FieldError{{wl, "spec.podSets[0].template.spec.initContainers[0].resources.limits[pods]", `Invalid value: "pods": the key is reserved for internal kueue use`}}},
+		})), nil},
+		{"no pods request in an init container", baseWL(ps0(func(p *PodSet) {
+			p.Template.Spec.InitContainers = []corev1.Container{container(corev1.ResourceList{"pods": q("1")}, nil)}
+		})), []FieldError{{wl, "spec.podSets[0].template.spec.initContainers[0].resources.requests[pods]", `Invalid value: "pods": the key is reserved for internal kueue use`}}},
 		{"requests non-negative", baseWL(ps0(func(p *PodSet) {
 			p.Template.Spec.Containers[0].Resources.Requests["memory"] = q("-1Gi")
 		})), []FieldError{{wl, "spec.podSets[0].template.spec.containers[0].resources.requests[memory]", `Invalid value: "-1Gi": must be greater than or equal to 0`}}},

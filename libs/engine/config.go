@@ -59,7 +59,10 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 		e.queues.QueueInadmissible(o.Name, now)
 		e.reroute(now)
 		if old == nil || stopPolicy(old) != stopPolicy(o) {
-			e.drain(o.Name, now)
+			// Drained by the next cycle, which records the evictions
+			// for a service to publish; applying the configuration
+			// again from the log (a replay) then finds them there.
+			e.toDrain[o.Name] = true
 		}
 		return created(old == nil), nil
 	case *api.LocalQueue:
@@ -67,6 +70,9 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 		old := e.localQueues[key]
 		if old != nil && old.Spec == o.Spec {
 			return Unchanged, nil
+		}
+		if err := e.CheckApply(o); err != nil {
+			return "", err
 		}
 		e.localQueues[key] = o
 		e.reroute(now)
@@ -154,8 +160,15 @@ func (e *Engine) drain(cq string, now time.Time) {
 	}
 	st := e.state(cq)
 	for _, key := range sortedKeys(st.admitted) {
-		e.evict(st.admitted[key], Eviction{Reason: EvictedByClusterQueueStopped}, now)
+		e.stop(st.admitted[key], now)
 	}
+}
+
+// stop evicts an admitted workload of a HoldAndDrain ClusterQueue and
+// records the eviction, which only the engine decides.
+func (e *Engine) stop(w *Workload, now time.Time) {
+	e.evict(w, Eviction{Reason: EvictedByClusterQueueStopped}, now)
+	e.record(Decision{Kind: DecidedEviction, Key: w.Info.Key, EvictionReason: EvictedByClusterQueueStopped})
 }
 
 // draining reports whether a ClusterQueue's stopPolicy is HoldAndDrain.
@@ -269,6 +282,11 @@ func compile(cq *api.ClusterQueue, flavors map[string]*api.ResourceFlavor) (*sch
 	switch {
 	case len(missing) > 0:
 		return c, fmt.Sprintf("flavor %s not found", missing[0])
+	case len(cq.Spec.AdmissionChecks) > 0:
+		// jetqueue has no AdmissionCheck objects: every one named is
+		// missing, which keeps Kueue's queue inactive too
+		// (pkg/cache/clusterqueue.go updateQueueStatus).
+		return c, fmt.Sprintf("admission check %s not found", cq.Spec.AdmissionChecks[0])
 	case cq.Spec.StopPolicy != nil && *cq.Spec.StopPolicy != api.StopPolicyNone:
 		return c, fmt.Sprintf("stopPolicy is %s", *cq.Spec.StopPolicy)
 	}
@@ -324,7 +342,12 @@ func (e *Engine) CheckApply(obj api.Object) error {
 		if old := e.clusterQueues[o.Name]; old != nil && old.Spec.QueueingStrategy != o.Spec.QueueingStrategy {
 			return fmt.Errorf("ClusterQueue/%s: spec.queueingStrategy: field is immutable", o.Name)
 		}
-	case *api.ResourceFlavor, *api.LocalQueue, *api.WorkloadPriorityClass, *api.PriorityClass, *api.Configuration:
+	case *api.LocalQueue:
+		// Kueue's ValidateLocalQueueUpdate.
+		if old := e.localQueues[api.NamespacedName(o.Namespace, o.Name)]; old != nil && old.Spec.ClusterQueue != o.Spec.ClusterQueue {
+			return fmt.Errorf("LocalQueue/%s/%s: spec.clusterQueue: field is immutable", o.Namespace, o.Name)
+		}
+	case *api.ResourceFlavor, *api.WorkloadPriorityClass, *api.PriorityClass, *api.Configuration:
 	default:
 		return fmt.Errorf("%s: cannot be applied as configuration", api.ObjectRef(obj))
 	}

@@ -35,6 +35,12 @@ type CycleResult struct {
 func (e *Engine) Cycle(now time.Time) CycleResult {
 	e.changes++
 	var res CycleResult
+	// Kueue drains a stopped ClusterQueue from its workload controller,
+	// whether or not the scheduler sleeps.
+	for _, cq := range sortedKeys(e.toDrain) {
+		e.drain(cq, now)
+	}
+	clear(e.toDrain)
 	if p := e.pass; p != nil {
 		if e.notReady() {
 			return res
@@ -144,7 +150,7 @@ func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time
 	// Only a cycle woken after its ClusterQueue was set to HoldAndDrain
 	// admits there; Kueue's workload reconcile then evicts it.
 	if e.draining(w.Admission.ClusterQueue) {
-		e.evict(w, Eviction{Reason: EvictedByClusterQueueStopped}, now)
+		e.stop(w, now)
 	}
 }
 

@@ -18,6 +18,8 @@ type Decision struct {
 	Admission *scheduler.Admission
 	Reason    *scheduler.Reason
 	Targets   []scheduler.Target
+	// EvictionReason is an eviction's reason (DecidedEviction).
+	EvictionReason string
 }
 
 // DecisionKind tells decisions apart.
@@ -27,6 +29,10 @@ const (
 	DecidedAdmission    DecisionKind = "QuotaReserved"
 	DecidedInadmissible DecisionKind = "Inadmissible"
 	DecidedPreemption   DecisionKind = "PreemptionRequested"
+	// DecidedEviction is an eviction the engine decides itself (a
+	// HoldAndDrain ClusterQueue's workloads), published by the service
+	// that runs it.
+	DecidedEviction DecisionKind = "Evicted"
 )
 
 // RecordDecisions makes the engine keep every decision for DrainDecisions;

@@ -66,6 +66,9 @@ type Workload struct {
 
 // Engine holds the whole admission state.
 type Engine struct {
+	// toDrain are the ClusterQueues set to HoldAndDrain (or created so)
+	// since the last cycle, which drains them.
+	toDrain       map[string]bool
 	flavors       map[string]*api.ResourceFlavor
 	clusterQueues map[string]*api.ClusterQueue
 	localQueues   map[string]*api.LocalQueue // by namespace/name
@@ -155,6 +158,7 @@ func New() *Engine {
 		workloads:     map[string]*Workload{},
 		pending:       map[string]*Workload{},
 		queues:        queue.NewManager(),
+		toDrain:       map[string]bool{},
 	}
 }
 

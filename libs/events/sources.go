@@ -46,6 +46,9 @@ var evictionOwners = map[string]string{
 	// A workload deactivated after its last PodsReady timeout leaves its
 	// quota by podsready's eviction.
 	"InactiveWorkload": SourcePodsReady,
+	// A HoldAndDrain ClusterQueue's workloads are evicted by admission,
+	// whose engine decides it.
+	"ClusterQueueStopped": SourceAdmission,
 }
 
 // ErrForeignSource marks a decision event whose ce-source is not the

@@ -636,6 +636,10 @@ func (s *Service) published(d decision, ev events.Event, seq uint64, err error) 
 		case engine.DecidedPreemption:
 			// Its victims are evicted in the engine only.
 			return fmt.Errorf("%w: preemption by %s refused", errResync, d.Key)
+		case engine.DecidedEviction:
+			// The engine released quota the log still holds: replay,
+			// and the next run drains the queue again.
+			return fmt.Errorf("%w: eviction of %s refused", errResync, d.Key)
 		}
 		return nil
 	}
@@ -666,6 +670,8 @@ func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, 
 		ev.Type, ev.Data = events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: *d.Admission}
 	case engine.DecidedInadmissible:
 		ev.Type, ev.Data = events.Inadmissible, &events.InadmissibleData{WorkloadRef: ref, Reason: *d.Reason}
+	case engine.DecidedEviction:
+		ev.Type, ev.Data = events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: d.EvictionReason}
 	case engine.DecidedPreemption:
 		data := &events.PreemptionRequestedData{WorkloadRef: ref}
 		for _, t := range d.Targets {
