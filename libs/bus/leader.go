@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +128,12 @@ func (m Member) TTL() time.Duration {
 // lease. The lease lives by the bucket's TTL; a member configured with
 // another is told so in the log.
 func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Conn, *Leadership, error) {
+	if want := service + "-0"; m.Shard != want {
+		// A shard is only a lease key: a second one would be a second
+		// leader deciding the whole log, admitting against the same
+		// quota as the first. Until work is partitioned, one shard.
+		return nil, nil, ConfigError{fmt.Errorf("--shard %q: %s runs as one shard, %s (more replicas are standbys of it)", m.Shard, service, want)}
+	}
 	opts, err := m.Identity.Options()
 	if err != nil {
 		return nil, nil, err
@@ -146,3 +153,11 @@ func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Con
 	}
 	return conn, NewLeadership(kv, m.Shard, m.Instance, ttl), nil
 }
+
+// ConfigError is a configuration no retry can cure: a service exits with
+// it instead of starting its work again.
+type ConfigError struct{ Err error }
+
+func (e ConfigError) Error() string   { return e.Err.Error() }
+func (e ConfigError) Unwrap() error   { return e.Err }
+func (e ConfigError) Permanent() bool { return true }

@@ -15,9 +15,8 @@ func RegisterMemberFlags(fs *flag.FlagSet, m *bus.Member, defaultShard string) {
 	host, _ := os.Hostname()
 	fs.StringVar(&m.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	RegisterIdentityFlags(fs, &m.Identity)
-	fs.StringVar(&m.Shard, "shard", defaultShard, "lease key of the shard this instance works for")
+	fs.StringVar(&m.Shard, "shard", defaultShard, "the service's one shard, its lease key (any other value is refused: a second shard would decide the same quota twice)")
 	fs.StringVar(&m.Instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's identity in the lease")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", bus.DefaultLeaseTTL, "how long a silent leader keeps the lease; the first service to create JQ_LEASES sets it for all")
 	fs.IntVar(&m.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
-	fs.DurationVar(&m.Stream.MaxAge, "stream-max-age", 0, "JQ_EVENTS retention (0: keep forever)")
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
 )
 
 func TestEnvFallsBackForUnsetFlags(t *testing.T) {
@@ -191,6 +193,29 @@ func TestAPermanentErrorEndsTheService(t *testing.T) {
 		})
 	if err == nil || err.Error() != `--inventory: "x"` {
 		t.Fatalf("err = %v, want the permanent error", err)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Errorf("main ran %d times, want 1", got)
+	}
+}
+
+// TestASecondShardIsRefused: a shard is only a lease key, so a second
+// admission shard would be a second leader deciding the same quota. It is
+// refused at start, and not retried.
+func TestASecondShardIsRefused(t *testing.T) {
+	var runs atomic.Int32
+	// Retried, it would run until this stops it.
+	stop, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := RunContext(stop, "admission", Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
+		func(ctx context.Context, rt *Runtime) error {
+			runs.Add(1)
+			_, _, err := bus.Member{NATSURL: "nats://127.0.0.1:1", Shard: "admission-1"}.Join(ctx, rt.Log, "admission")
+			return err
+		})
+	want := `--shard "admission-1": admission runs as one shard, admission-0 (more replicas are standbys of it)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %s", err, want)
 	}
 	if got := runs.Load(); got != 1 {
 		t.Errorf("main ran %d times, want 1", got)

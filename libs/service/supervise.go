@@ -30,8 +30,9 @@ const (
 
 type permanent struct{ err error }
 
-func (p permanent) Error() string { return p.err.Error() }
-func (p permanent) Unwrap() error { return p.err }
+func (p permanent) Error() string   { return p.err.Error() }
+func (p permanent) Unwrap() error   { return p.err }
+func (p permanent) Permanent() bool { return true }
 
 // Permanent marks an error that restarting cannot cure (bad flags, a file
 // that does not parse): the service exits with it instead of retrying.
@@ -42,10 +43,12 @@ func Permanent(err error) error {
 	return permanent{err}
 }
 
-// IsPermanent reports whether err was marked Permanent.
+// IsPermanent reports whether err was marked Permanent, or is an error
+// of a package below this one that says so itself (a Permanent() bool
+// method, as bus's configuration errors have).
 func IsPermanent(err error) bool {
-	var p permanent
-	return errors.As(err, &p)
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
 }
 
 // freshRegistry gives the next run of main an empty registry for its

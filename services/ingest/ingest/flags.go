@@ -25,5 +25,4 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.KubeBridge, "kube-bridge", false, "admit Kubernetes batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (see docs/kubernetes.md)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of --kube-bridge (empty: the in-cluster service account)")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
-	fs.DurationVar(&c.Stream.MaxAge, "stream-max-age", 0, "JQ_EVENTS retention (0: keep forever)")
 }

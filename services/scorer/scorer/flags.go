@@ -23,5 +23,4 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.Int64Var(&c.Scoring.FitPlusWeight, "fit-plus-weight", 0, "score weight of NodeResourcesFitPlus (0: the --config's, else 1)")
 	fs.Int64Var(&c.Scoring.ScarceWeight, "scarce-weight", 0, "score weight of ScarceResourceAvoidance (0: the --config's, else 1)")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
-	fs.DurationVar(&c.Stream.MaxAge, "stream-max-age", 0, "JQ_EVENTS retention (0: keep forever)")
 }
