@@ -2,15 +2,13 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/jetqueue/jetqueue/libs/secret"
 )
 
 // devAdmin is the identity `jqctl dev` makes for its own user: a member of
@@ -30,20 +28,10 @@ func devTokens(dir, teamFile string) (string, string, error) {
 	if err := os.MkdirAll(authDir, 0o700); err != nil {
 		return "", "", err
 	}
-	tokenPath := filepath.Join(authDir, "admin.token")
-	token, err := os.ReadFile(tokenPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		b := make([]byte, 32)
-		if _, err := rand.Read(b); err != nil {
-			return "", "", err
-		}
-		token = []byte(hex.EncodeToString(b))
-		err = os.WriteFile(tokenPath, token, 0o600)
-	}
+	token, err := secret.Kept(filepath.Join(authDir, "admin.token"), 32)
 	if err != nil {
 		return "", "", err
 	}
-	token = bytes.TrimSpace(token)
 	var csv bytes.Buffer
 	if teamFile != "" {
 		team, err := os.ReadFile(teamFile)

@@ -1,14 +1,12 @@
 package natsconf
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/jetqueue/jetqueue/libs/secret"
 )
 
 // Passwords gives every user of a Config (the services, NodesUser, and
@@ -52,21 +50,7 @@ func Passwords(dir string, namespaces []string) (Config, map[string]string, erro
 
 // password reads the password kept in file, or makes one (128 random
 // bits) and keeps it there, readable by its owner only.
-func password(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	raw := make([]byte, 16)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	p := hex.EncodeToString(raw)
-	return p, os.WriteFile(file, []byte(p+"\n"), 0o600)
-}
+func password(file string) (string, error) { return secret.Kept(file, 16) }
 
 // EnvPasswords is the Config of deploy/nats/jetqueue.conf: each password
 // is the server's environment variable JQ_NATS_<USER>_PASSWORD (dashes as
