@@ -195,6 +195,7 @@ func created(isNew bool) Action {
 // the queues that became active, which is what re-queues parked workloads
 // after a ResourceFlavor change (Kueue's cache.updateClusterQueues).
 func (e *Engine) recompile() []string {
+	e.cohortGens = nil
 	for name := range e.compiled {
 		if e.clusterQueues[name] == nil {
 			delete(e.compiled, name)

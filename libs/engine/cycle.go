@@ -85,6 +85,7 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 			p.Hold(i)
 			if w := e.passWorkload(en); w != nil {
 				w.Reason = en.Reason
+				w.condMsg = waitingMessage
 				e.recordReason(w)
 			}
 			e.pass = p
@@ -99,10 +100,14 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 	for i := range p.Entries {
 		en := &p.Entries[i]
 		w := e.passWorkload(en)
+		if w == nil && en.Outcome != scheduler.Admitted {
+			e.requeueFinished(en, now)
+		}
 		if en.Outcome == scheduler.Admitted || w == nil {
 			continue
 		}
 		w.Reason = en.Reason
+		w.condMsg = en.Reason.Message
 		w.Info.LastTried = en.Tried
 		e.recordReason(w)
 		// One rerouted while the cycle waited (its LocalQueue deleted) is
@@ -131,6 +136,9 @@ func (e *Engine) passWorkload(en *scheduler.Entry) *Workload {
 func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time) {
 	w := e.passWorkload(en)
 	if w == nil {
+		// A finished workload still queued: the admission's status write
+		// is an update, on which the workload controller drops it.
+		e.dropFinished(en.Workload.Key)
 		return
 	}
 	if e.clusterQueues[en.Workload.ClusterQueue] == nil {
@@ -208,6 +216,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
+	w.condMsg = ""
 	w.PodsReady = false
 	w.Info.LastTried = nil
 	e.admissionSeq++
@@ -313,6 +322,14 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		for _, k := range e.queues.DrainUnparked() {
 			fp = e.rehash(fp, k)
 		}
+		if len(e.evictions) > evictions {
+			// Released quota may have outdated retry states.
+			for k, w := range e.pending {
+				if w.Info.LastTried != nil {
+					fp = e.rehash(fp, k)
+				}
+			}
+		}
 		// A cycle waiting for PodsReady is part of the state.
 		st := fp + e.passMark()
 		if len(res.Admitted) > 0 || len(e.evictions) > evictions {
@@ -354,11 +371,15 @@ func (e *Engine) fingerprint() uint64 {
 		w.hash, w.hashEpoch = e.hashPending(w), e.epoch
 		sum += w.hash
 	}
+	for _, w := range e.finishedQueued {
+		w.hash, w.hashEpoch = e.hashPending(w), e.epoch
+		sum += w.hash
+	}
 	return sum
 }
 
 func (e *Engine) hashPending(w *Workload) uint64 {
-	if w.Status != Pending {
+	if w.Status != Pending && (w.Status != Finished || w.queuedIn == "") {
 		return 0
 	}
 	h := fnv.New64a()
@@ -366,7 +387,7 @@ func (e *Engine) hashPending(w *Workload) uint64 {
 	if q := e.queues.Lookup(w.queuedIn); q != nil && q.Parked(w.Info.Key) {
 		h.Write([]byte{0, 'p'})
 	}
-	if t := w.Info.LastTried; t != nil {
+	if t := e.currentTried(w); t != nil {
 		var buf []byte
 		for _, ps := range t.Index {
 			for _, r := range slices.Sorted(maps.Keys(ps)) {
@@ -378,4 +399,86 @@ func (e *Engine) hashPending(w *Workload) uint64 {
 		h.Write(buf)
 	}
 	return h.Sum64()
+}
+
+// currentTried is a pending workload's retry state as its next attempt
+// sees it: nil once its ClusterQueue or cohort released quota since the
+// state was computed (the flavor assigner then starts over, as Kueue's
+// lastAssignmentOutdated). Two states that differ only there are not the
+// same state.
+func (e *Engine) currentTried(w *Workload) *scheduler.TriedFlavors {
+	t := w.Info.LastTried
+	cq := e.clusterQueues[w.Info.ClusterQueue]
+	if t == nil || cq == nil || e.inactive[cq.Name] != "" {
+		return t
+	}
+	if e.state(cq.Name).generation > t.ClusterQueueGen {
+		return nil
+	}
+	if co := cq.Spec.Cohort; co != "" && e.cohortGeneration(co) > t.CohortGen {
+		return nil
+	}
+	return t
+}
+
+// cohortGeneration is the sum of the active member queues' generations,
+// as the scheduler's snapshot counts it; cached until a release or a
+// configuration change.
+func (e *Engine) cohortGeneration(cohort string) int64 {
+	if e.cohortGens == nil {
+		e.cohortGens = map[string]int64{}
+		for name, cq := range e.clusterQueues {
+			if c := cq.Spec.Cohort; c != "" && e.inactive[name] == "" {
+				e.cohortGens[c] += e.state(name).generation
+			}
+		}
+	}
+	return e.cohortGens[cohort]
+}
+
+// waitingMessage is the condition message Kueue's scheduler writes on an
+// entry it holds under blockAdmission.
+const waitingMessage = "waiting for all admitted workloads to be in PodsReady condition"
+
+// requeueFinished decides the fate of a cycle's entry whose workload
+// finished (without being deleted) while the cycle waited, or of a
+// finished workload still queued. Kueue's scheduler requeues every entry
+// it did not admit, and RequeueWorkload refuses only a workload that is
+// gone or holds quota (pkg/queue/manager.go): a finished one goes back to
+// its queue. Only an update of the object makes the workload controller
+// take it out again (WorkloadReconciler.Update, status finished), and the
+// scheduler writes the workload's status only when its pending message
+// changes (requeueAndUpdate, UnsetQuotaReservationWithCondition). So a
+// finished workload whose message is unchanged stays queued: it is
+// popped, tried and can hold a StrictFIFO queue until it fits (its
+// admission write drops it) or its message changes.
+func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) {
+	w := e.dropFinished(en.Workload.Key)
+	if w == nil || en.Reason == nil || en.Reason.Message != w.condMsg {
+		return
+	}
+	cq, why := e.target(w.Object)
+	if why != nil {
+		return
+	}
+	w.Info.ClusterQueue = cq
+	w.Info.LastTried = en.Tried
+	w.queuedIn = cq
+	e.finishedQueued[w.Info.Key] = w
+	e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
+}
+
+// dropFinished takes a finished workload out of its queue, if it is
+// queued, and returns it; nil for any other workload.
+func (e *Engine) dropFinished(key string) *Workload {
+	w := e.workloads[key]
+	if w == nil || w.Status != Finished {
+		return nil
+	}
+	if w.queuedIn != "" {
+		e.queues.Delete(w.queuedIn, key)
+		w.queuedIn = ""
+	}
+	delete(e.finishedQueued, key)
+	return w
 }

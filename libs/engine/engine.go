@@ -62,6 +62,10 @@ type Workload struct {
 	finishedIn string
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
+	// condMsg is the message of Kueue's QuotaReserved=False condition as
+	// the scheduler last wrote it; empty when something else (admission,
+	// eviction) wrote the condition since, or nothing did.
+	condMsg string
 }
 
 // Engine holds the whole admission state.
@@ -107,6 +111,11 @@ type Engine struct {
 	// pass is a cycle that blockAdmission stopped at an entry that fits:
 	// it goes on once every admitted workload is PodsReady (see Cycle).
 	pass *scheduler.Pass
+	// finishedQueued are finished workloads still in a queue (see
+	// requeueFinished).
+	finishedQueued map[string]*Workload
+	// cohortGens caches cohortGeneration; nil when stale.
+	cohortGens map[string]int64
 }
 
 // Eviction records a workload losing its quota.
@@ -147,18 +156,19 @@ type cqState struct {
 // New returns an empty engine.
 func New() *Engine {
 	return &Engine{
-		flavors:       map[string]*api.ResourceFlavor{},
-		clusterQueues: map[string]*api.ClusterQueue{},
-		localQueues:   map[string]*api.LocalQueue{},
-		wpcs:          map[string]*api.WorkloadPriorityClass{},
-		pcs:           map[string]*api.PriorityClass{},
-		compiled:      map[string]*scheduler.ClusterQueue{},
-		inactive:      map[string]string{},
-		usage:         map[string]*cqState{},
-		workloads:     map[string]*Workload{},
-		pending:       map[string]*Workload{},
-		queues:        queue.NewManager(),
-		toDrain:       map[string]bool{},
+		flavors:        map[string]*api.ResourceFlavor{},
+		clusterQueues:  map[string]*api.ClusterQueue{},
+		localQueues:    map[string]*api.LocalQueue{},
+		wpcs:           map[string]*api.WorkloadPriorityClass{},
+		pcs:            map[string]*api.PriorityClass{},
+		compiled:       map[string]*scheduler.ClusterQueue{},
+		inactive:       map[string]string{},
+		usage:          map[string]*cqState{},
+		workloads:      map[string]*Workload{},
+		pending:        map[string]*Workload{},
+		queues:         queue.NewManager(),
+		toDrain:        map[string]bool{},
+		finishedQueued: map[string]*Workload{},
 	}
 }
 

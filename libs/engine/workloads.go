@@ -159,6 +159,8 @@ func (e *Engine) Delete(key string, now time.Time) error {
 // leave takes a workload out of its queue or releases its quota.
 func (e *Engine) leave(w *Workload, now time.Time) {
 	switch w.Status {
+	case Finished:
+		e.dropFinished(w.Info.Key)
 	case Pending:
 		if w.queuedIn != "" {
 			e.queues.Delete(w.queuedIn, w.Info.Key)
@@ -178,6 +180,8 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	delete(st.admitted, w.Info.Key)
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
+	e.cohortGens = nil
+	w.condMsg = ""
 	w.Admission = nil
 	w.record = nil
 	w.PodsReady = false
@@ -193,6 +197,9 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
 	w.Object.Spec.Priority = &p
+	// The update makes the workload controller drop a finished workload
+	// from its queue.
+	e.dropFinished(key)
 	if w.Info.Priority == p {
 		return nil
 	}
