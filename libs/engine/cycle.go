@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/queue"
+	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
@@ -255,9 +256,19 @@ func (e *Engine) notReady() bool {
 }
 
 func admittedRecord(w *Workload) *scheduler.AdmittedWorkload {
-	return &scheduler.AdmittedWorkload{Key: w.Info.Key, UID: w.Info.UID, ClusterQueue: w.Admission.ClusterQueue,
+	r := &scheduler.AdmittedWorkload{Key: w.Info.Key, UID: w.Info.UID, ClusterQueue: w.Admission.ClusterQueue,
 		Priority: w.Info.Priority, QueueTime: w.Info.Created, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq,
 		Usage: w.Admission.Usage}
+	if len(w.Admission.PodSets) > 1 {
+		for _, ps := range w.Admission.PodSets {
+			u := quota.Usage{}
+			for res, f := range ps.Flavors {
+				u[quota.FlavorResource{Flavor: f, Resource: res}] += ps.Usage[res]
+			}
+			r.PodSets = append(r.PodSets, u)
+		}
+	}
+	return r
 }
 
 // evict takes a workload's quota away and sends it back to its queue. A

@@ -25,6 +25,10 @@ type AdmittedWorkload struct {
 	// may not move between them), so "more recently admitted" stays total.
 	AdmissionSeq uint64
 	Usage        quota.Usage
+	// PodSets is each podSet's share of Usage, in podSet order (nil: one
+	// podSet holding all of Usage). A simulated preemption updates the
+	// cohort podSet by podSet (see preemptionSim.add).
+	PodSets []quota.Usage
 }
 
 // PreemptionKind says on what grounds a victim was chosen.
@@ -95,16 +99,37 @@ func (s *preemptionSim) member(name string) *ClusterQueue {
 }
 
 // add adds (sign 1) or removes (sign -1) a workload's usage, keeping the
-// cohort's usage-above-guarantee in step (KEP-1224).
+// cohort's usage-above-guarantee in step (KEP-1224) the way Kueue v0.6.3
+// does (pkg/cache/snapshot.go AddWorkload and RemoveWorkload,
+// pkg/cache/clusterqueue.go updateCohortUsage): the queue's usage takes the
+// whole workload first; then, podSet by podSet, the cohort's usage of a
+// cell gives back the share above guarantee the queue had before that
+// podSet alone and takes the share it has after the whole workload. With
+// one podSet per cell that is exact; with several podSets on a cell whose
+// queue has a guarantee (a lendingLimit), the cohort is off by the
+// clamping, and Kueue's preemption decides on that figure.
 func (s *preemptionSim) add(w *AdmittedWorkload, sign int64) {
 	m := s.member(w.ClusterQueue)
 	u := s.usage[w.ClusterQueue]
 	for fr, v := range w.Usage {
-		g := m.Limits[fr].Guaranteed()
-		before := max(0, u[fr]-g)
 		u[fr] += sign * v
-		if s.cohortOf != nil {
-			s.cohortOf[fr] += max(0, u[fr]-g) - before
+	}
+	if s.cohortOf == nil {
+		return
+	}
+	podSets := w.PodSets
+	if podSets == nil {
+		podSets = []quota.Usage{w.Usage}
+	}
+	for _, ps := range podSets {
+		for fr, v := range ps {
+			after := u[fr] - m.Limits[fr].Guaranteed()
+			if before := after - v*sign; before > 0 {
+				s.cohortOf[fr] -= before
+			}
+			if after > 0 {
+				s.cohortOf[fr] += after
+			}
 		}
 	}
 }
