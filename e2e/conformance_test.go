@@ -8,14 +8,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/sim"
 )
 
-// TestConformanceEndToEnd plays every scenario through the HTTP API
-// against real NATS, PostgreSQL and the services; `advance` moves the
-// shared manual clock, stopping at every timer on the way.
+// TestConformanceEndToEnd plays every scenario as a plain client of
+// `jqctl dev --manual-clock` does: every service runs (the scorer too),
+// the Configuration and objects go through POST /v1/apply, each step
+// through the HTTP API, and `advance` through POST
+// /v1/debug/clock/advance, which moves the one clock every service reads,
+// stopping at every timer on the way.
 func TestConformanceEndToEnd(t *testing.T) {
 	files, err := filepath.Glob("../conformance/*/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -37,7 +41,7 @@ func TestConformanceEndToEnd(t *testing.T) {
 	}
 }
 
-func play(t *testing.T, sc *sim.Scenario) { playWith(t, startWith(t, true), sc, nil) }
+func play(t *testing.T, sc *sim.Scenario) { playWith(t, startClient(t), sc, nil) }
 
 // playWith plays a scenario on a running system; between sends the step
 // and waits for its consequences, so a test can interrupt a service while
@@ -56,6 +60,17 @@ func playWith(t *testing.T, s *system, sc *sim.Scenario, between func(step int))
 	s.sync()
 	var lastExpect uint64
 	s.evictedSince(&lastExpect)
+	// The shared clock, as the advances sent have moved it. No service
+	// may stamp an event later: each reads this clock, and none takes
+	// its time from an event (a wall-clock stamp would carry every later
+	// decision to today's date).
+	now := clock0
+	stamped := func(step int) {
+		if s.latest.at.After(now) {
+			t.Errorf("steps[%d]: %s stamped %s, after the shared clock's %s", step, s.latest.what,
+				s.latest.at.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		}
+	}
 	for i, st := range sc.Steps {
 		switch {
 		case len(st.Submit) == 1:
@@ -103,6 +118,7 @@ func playWith(t *testing.T, s *system, sc *sim.Scenario, between func(step int))
 		case st.Advance != nil:
 			body, _ := json.Marshal(map[string]string{"duration": st.Advance.String()})
 			s.must(http.StatusOK, "POST", "/v1/debug/clock/advance", body)
+			now = now.Add(*st.Advance)
 		case st.Reject != nil:
 			for j, d := range st.Reject {
 				path := "/v1/apply"
@@ -119,6 +135,7 @@ func playWith(t *testing.T, s *system, sc *sim.Scenario, between func(step int))
 			for _, m := range sim.Check(i, st.Expect, cp) {
 				t.Error(m)
 			}
+			stamped(i)
 		}
 		if between != nil {
 			between(i)
@@ -126,6 +143,8 @@ func playWith(t *testing.T, s *system, sc *sim.Scenario, between func(step int))
 		// The simulator runs to quiescence after every step.
 		s.sync()
 	}
+	s.evictedSince(&lastExpect)
+	stamped(len(sc.Steps))
 }
 
 func checkpoint(step int, views []view) sim.Checkpoint {

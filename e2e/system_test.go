@@ -22,10 +22,11 @@ import (
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 	"github.com/jetqueue/jetqueue/services/podsready/podsready"
 	"github.com/jetqueue/jetqueue/services/preemptor/preemptor"
+	"github.com/jetqueue/jetqueue/services/scorer/scorer"
 )
 
 // system is one running jetqueue: NATS, a database, ingest and the
-// deciders (admission, preemptor, podsready).
+// deciders (admission, preemptor, podsready); startClient adds the scorer.
 type system struct {
 	t      testing.TB
 	base   string
@@ -33,6 +34,12 @@ type system struct {
 	db     string
 	stop   []func()
 	manual bool
+	// latest is the latest time stamped on an event of a workload's
+	// history that evictedSince read, and which event that was.
+	latest struct {
+		at   time.Time
+		what string
+	}
 	// These stop the first instances started.
 	stopAdmission, stopPreemptor, stopPodsReady, stopIngest func()
 }
@@ -52,6 +59,25 @@ func startWith(t testing.TB, manualClock bool) *system {
 	s.stopPodsReady = s.startPodsReady("a")
 	s.stopIngest = s.startIngest()
 	return s
+}
+
+// startClient starts what `jqctl dev --manual-clock` runs for a plain
+// client: every service, the scorer included (its Placed events are in the
+// log as they are there), each reading the one shared manual clock, which
+// only POST /v1/debug/clock/advance moves.
+func startClient(t testing.TB) *system {
+	t.Helper()
+	s := startWith(t, true)
+	s.startScorer("a")
+	return s
+}
+
+// startScorer starts a scorer instance placing admissions on the nodes of
+// the JQ_NODES bucket (none unless a test puts some).
+func (s *system) startScorer(instance string) func() {
+	return s.run("scorer-"+instance, func(ctx context.Context, rt *service.Runtime) error {
+		return scorer.Run(ctx, rt, scorer.Config{NATSURL: s.nats, Instance: instance, Inventory: scorer.InventoryKV})
+	})
 }
 
 // startIngest starts an ingest instance and points the client at it.
@@ -239,7 +265,8 @@ func stringsOf(b [][]byte) []string {
 
 // evictedSince returns the evictions published after *since (a stream
 // sequence) by reason, from the workloads' histories, and moves *since to
-// the latest event seen.
+// the latest event seen. It keeps the latest event time it read in
+// s.latest.
 func (s *system) evictedSince(since *uint64) map[string]string {
 	s.t.Helper()
 	out := map[string]string{}
@@ -249,12 +276,16 @@ func (s *system) evictedSince(since *uint64) map[string]string {
 			Events []struct {
 				Seq  uint64          `json:"seq"`
 				Type string          `json:"type"`
+				Time time.Time       `json:"time"`
 				Data json.RawMessage `json:"data"`
 			} `json:"events"`
 		}
 		s.call("GET", "/v1/workloads/"+v.Namespace+"/"+v.Name, nil, &detail)
 		for _, e := range detail.Events {
 			last = max(last, e.Seq)
+			if e.Time.After(s.latest.at) {
+				s.latest.at, s.latest.what = e.Time, fmt.Sprintf("%s of %s/%s (#%d)", e.Type, v.Namespace, v.Name, e.Seq)
+			}
 			if e.Seq <= *since || e.Type != "io.jetqueue.workload.evicted.v1" {
 				continue
 			}
