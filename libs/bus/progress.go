@@ -32,11 +32,22 @@ type Progress struct {
 	last []byte
 }
 
-// NewProgress opens the progress bucket for the named consumer.
+// NewProgress opens the progress bucket for the named consumer and, on
+// its first start, marks it at sequence 0. /v1/sync waits only for the
+// consumers that have a mark (one not deployed has none); a consumer that
+// had not finished its first batch yet would otherwise not be waited
+// for, and a sync could answer before, say, the first eviction it owes.
 func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Progress, error) {
 	kv, err := progressBucket(ctx, js)
 	if err != nil {
 		return nil, err
+	}
+	zero, err := json.Marshal(Mark{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := kv.Create(ctx, name, zero); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, fmt.Errorf("register progress: %w", err)
 	}
 	return &Progress{kv: kv, name: name}, nil
 }
