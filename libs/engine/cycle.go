@@ -86,7 +86,6 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 			p.Hold(i)
 			if w := e.passWorkload(en); w != nil {
 				w.Reason = en.Reason
-				w.condMsg = waitingMessage
 				e.recordReason(w)
 			}
 			e.pass = p
@@ -108,7 +107,6 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 			continue
 		}
 		w.Reason = en.Reason
-		w.condMsg = en.Reason.Message
 		w.Info.LastTried = en.Tried
 		e.recordReason(w)
 		// One rerouted while the cycle waited (its LocalQueue deleted) is
@@ -217,7 +215,6 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
-	w.condMsg = ""
 	w.PodsReady = false
 	w.Info.LastTried = nil
 	e.admissionSeq++
@@ -447,25 +444,20 @@ func (e *Engine) cohortGeneration(cohort string) int64 {
 	return e.cohortGens[cohort]
 }
 
-// waitingMessage is the condition message Kueue's scheduler writes on an
-// entry it holds under blockAdmission.
-const waitingMessage = "waiting for all admitted workloads to be in PodsReady condition"
-
 // requeueFinished decides the fate of a cycle's entry whose workload
 // finished (without being deleted) while the cycle waited, or of a
-// finished workload still queued. Kueue's scheduler requeues every entry
-// it did not admit, and RequeueWorkload refuses only a workload that is
-// gone or holds quota (pkg/queue/manager.go): a finished one goes back to
-// its queue. Only an update of the object makes the workload controller
-// take it out again (WorkloadReconciler.Update, status finished), and the
-// scheduler writes the workload's status only when its pending message
-// changes (requeueAndUpdate, UnsetQuotaReservationWithCondition). So a
-// finished workload whose message is unchanged stays queued: it is
-// popped, tried and can hold a StrictFIFO queue until it fits (its
-// admission write drops it) or its message changes.
+// finished workload still queued that was not admitted. Kueue's scheduler
+// requeues every entry it did not admit, and RequeueWorkload refuses only
+// a workload that is gone or holds quota (pkg/queue/manager.go): a
+// finished one goes back to its queue. Its pending-status writes do not
+// take it out again (Kueue v0.6.3 under the oracle keeps popping it
+// whether or not its message changes); it leaves the queue when it is
+// deleted, when its spec is updated (WorkloadReconciler.Update, status
+// finished), or when it fits: the admission write is such an update.
+// Meanwhile it is tried like any head and can hold a StrictFIFO queue.
 func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) {
 	w := e.dropFinished(en.Workload.Key)
-	if w == nil || en.Reason == nil || en.Reason.Message != w.condMsg {
+	if w == nil {
 		return
 	}
 	cq, why := e.target(w.Object)

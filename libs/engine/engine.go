@@ -62,10 +62,6 @@ type Workload struct {
 	finishedIn string
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
-	// condMsg is the message of Kueue's QuotaReserved=False condition as
-	// the scheduler last wrote it; empty when something else (admission,
-	// eviction) wrote the condition since, or nothing did.
-	condMsg string
 }
 
 // Engine holds the whole admission state.

@@ -181,7 +181,6 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
 	e.cohortGens = nil
-	w.condMsg = ""
 	w.Admission = nil
 	w.record = nil
 	w.PodsReady = false
