@@ -42,16 +42,10 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		e.drain(cq, now)
 	}
 	clear(e.toDrain)
-	if p := e.pass; p != nil {
-		if e.notReady() {
-			return res
+	if e.pass != nil {
+		if !e.notReady() {
+			e.resume(&res, now)
 		}
-		e.pass = nil
-		res.Heads = len(p.Entries)
-		held := p.Next() - 1
-		p.Admit(held)
-		e.admitEntry(&p.Entries[held], &res, now)
-		e.walk(p, &res, now)
 		return res
 	}
 	heads := e.queues.Heads()
@@ -62,6 +56,31 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 	res.Heads = len(heads)
 	e.walk(p, &res, now)
 	return res
+}
+
+// resume goes on with the cycle that waits for PodsReady: its held entry
+// is admitted and the walk continues.
+func (e *Engine) resume(res *CycleResult, now time.Time) {
+	p := e.pass
+	e.pass = nil
+	res.Heads = len(p.Entries)
+	held := p.Next() - 1
+	p.Admit(held)
+	e.admitEntry(&p.Entries[held], res, now)
+	e.walk(p, res, now)
+}
+
+// wake resumes the waiting cycle as soon as an event lets every admitted
+// workload be PodsReady or gone, before the next event is applied: Kueue's
+// scheduler, asleep in the cycle (pkg/cache/cache.go WaitForPodsReady), is
+// woken by the cache change itself. So when one step finishes two
+// workloads and the first lifts the block, the cycle goes on while the
+// second is still pending. Fresh cycles still wait for RunToQuiescence.
+func (e *Engine) wake(now time.Time) {
+	if e.pass != nil && !e.notReady() {
+		var res CycleResult
+		e.resume(&res, now)
+	}
 }
 
 // walk goes on with a cycle until its end, or until blockAdmission holds
@@ -86,6 +105,7 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 			p.Hold(i)
 			if w := e.passWorkload(en); w != nil {
 				w.Reason = en.Reason
+				w.condMsg = en.Reason.Message
 				e.recordReason(w)
 			}
 			e.pass = p
@@ -107,6 +127,7 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 			continue
 		}
 		w.Reason = en.Reason
+		w.condMsg = en.Reason.Message
 		w.Info.LastTried = en.Tried
 		e.recordReason(w)
 		// One rerouted while the cycle waited (its LocalQueue deleted) is
@@ -215,6 +236,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
+	w.condMsg = ""
 	w.PodsReady = false
 	w.Info.LastTried = nil
 	e.admissionSeq++
@@ -449,15 +471,18 @@ func (e *Engine) cohortGeneration(cohort string) int64 {
 // finished workload still queued that was not admitted. Kueue's scheduler
 // requeues every entry it did not admit, and RequeueWorkload refuses only
 // a workload that is gone or holds quota (pkg/queue/manager.go): a
-// finished one goes back to its queue. Its pending-status writes do not
-// take it out again (Kueue v0.6.3 under the oracle keeps popping it
-// whether or not its message changes); it leaves the queue when it is
-// deleted, when its spec is updated (WorkloadReconciler.Update, status
-// finished), or when it fits: the admission write is such an update.
-// Meanwhile it is tried like any head and can hold a StrictFIFO queue.
+// finished one goes back to its queue. When the cycle that waited ends,
+// the scheduler writes the entry's pending status if its message changed
+// (requeueAndUpdate, UnsetQuotaReservationWithCondition), and that update
+// makes the workload controller drop it (WorkloadReconciler.Update, status
+// finished). Once requeued, Kueue v0.6.3 under the oracle keeps popping it
+// whatever its later messages; it leaves the queue when it is deleted,
+// when its spec is updated, or when it fits (the admission write). Until
+// then it is tried like any head and can hold a StrictFIFO queue back.
 func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) {
+	queued := e.finishedQueued[en.Workload.Key] != nil
 	w := e.dropFinished(en.Workload.Key)
-	if w == nil {
+	if w == nil || (!queued && (en.Reason == nil || en.Reason.Message != w.condMsg)) {
 		return
 	}
 	cq, why := e.target(w.Object)

@@ -114,9 +114,11 @@ func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 }
 
 // NoteReason records a reason read back from the log as already
-// published, so a new leader does not publish it again.
+// published, so a new leader does not publish it again; its message is
+// the one the workload carries (see requeueFinished).
 func (e *Engine) NoteReason(key string, r scheduler.Reason) {
 	if w := e.workloads[key]; w != nil {
 		w.publishedReason = &r
+		w.condMsg = r.Message
 	}
 }

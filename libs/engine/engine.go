@@ -62,6 +62,10 @@ type Workload struct {
 	finishedIn string
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
+	// condMsg is the pending message Kueue's scheduler last wrote on the
+	// workload; empty when an admission or eviction wrote the condition
+	// since, or nothing did (see requeueFinished).
+	condMsg string
 }
 
 // Engine holds the whole admission state.

@@ -139,6 +139,7 @@ func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time)
 		w.Info.QueueTime = now
 	}
 	e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByPodsReadyTimeout, At: now})
+	e.wake(now)
 	return true
 }
 
@@ -153,6 +154,7 @@ func (e *Engine) ApplyDeactivation(key string, now time.Time) bool {
 	e.setStatus(w, Inactive)
 	w.RequeueCount, w.RequeueAt = 0, time.Time{}
 	e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
+	e.wake(now)
 	return true
 }
 

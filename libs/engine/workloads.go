@@ -133,6 +133,7 @@ func (e *Engine) Finish(key string, now time.Time) error {
 	e.leave(w, now)
 	e.setStatus(w, Finished)
 	w.Reason = nil
+	e.wake(now)
 	return nil
 }
 
@@ -153,6 +154,7 @@ func (e *Engine) Delete(key string, now time.Time) error {
 	}
 	delete(e.workloads, key)
 	delete(e.pending, key)
+	e.wake(now)
 	return nil
 }
 
@@ -181,6 +183,7 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
 	e.cohortGens = nil
+	w.condMsg = ""
 	w.Admission = nil
 	w.record = nil
 	w.PodsReady = false
