@@ -53,6 +53,7 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 		return res
 	}
 	p := scheduler.Begin(e.Snapshot(), heads)
+	p.NoPreemption = e.noPreemption
 	res.Heads = len(heads)
 	e.walk(p, &res, now)
 	return res

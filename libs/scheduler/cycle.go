@@ -142,6 +142,13 @@ func Schedule(s *Snapshot, heads []*Workload, opts Options) []Entry {
 // A Pass reads only its snapshot and its own walk state.
 type Pass struct {
 	Entries []Entry
+	// NoPreemption walks as if preemption were off: an entry that could
+	// only be admitted by preempting is NoFit, and holds back nothing of
+	// its cohort. The engine sets it for the rest of a run that has looped
+	// (kueue#6947's ping-pong), where the preemption will not be issued:
+	// otherwise the preemptor would keep reserving its cohort's quota and
+	// leave workloads that fit pending.
+	NoPreemption bool
 	// next is the index of the first entry not walked yet.
 	next        int
 	snap        *Snapshot
@@ -178,7 +185,7 @@ func (p *Pass) Walk() int {
 			continue
 		}
 		mode := e.Assignment.Mode()
-		if mode == NoFit {
+		if mode == NoFit || (mode == Preempt && p.NoPreemption) {
 			continue
 		}
 		cq := s.ClusterQueues[e.Workload.ClusterQueue]
