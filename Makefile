@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZHANDLERS ?= 40x
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-e2e lint fmt vet chaos
+.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-eta bench-memory bench-restart bench-vs-kueue console-screenshot lint fmt vet chaos
 
 build:
 	@mkdir -p $(BIN)
@@ -51,12 +51,68 @@ fuzz:
 	cd services/ingest && $(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZHANDLERS) ./ingest
 	cd cmd/jqctl && $(GO) test -run='^$$' -fuzz='^FuzzScoreVector$$' -fuzztime=$(FUZZTIME) .
 
+## bench: the benchmarks; ./sim runs the 20k-workload load of bench-vs-kueue
+## on the core alone and prints its CPU time (cpu-s/op).
 bench:
-	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring
+	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring ./sim
+
+## bench-vs-kueue: jqctl simulate against Kueue v0.6.3's scheduler (the
+## difftest oracle) on big-scenario.py's 20,000 workloads in 3 waves, without
+## and with preemption: medians of VS_KUEUE_RUNS paired runs, CPU time and
+## ratio, outputs checked identical. ORACLE is built with the shared script
+## when missing. Not part of `make test`.
+ORACLE ?= $(BIN)/oracle
+DIFFTEST ?= ../shared/difftest
+VS_KUEUE_RUNS ?= 5
+bench-vs-kueue:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/jqctl ./cmd/jqctl
+	@[ -x "$(ORACLE)" ] || $(DIFFTEST)/oracle/build.sh $(abspath $(ORACLE))
+	bench/vs-kueue.sh $(BIN)/jqctl $(ORACLE) $(DIFFTEST) $(VS_KUEUE_RUNS)
+
+## bench-memory: the engine's heap per pending and per admitted workload,
+## and the heap over a long run of submit, admit, finish and expiry; then
+## the whole system in one process under aggressive retention
+## (MEMORY_ROUNDS rounds of 100): heap and JQ_EVENTS' size (flat = bounded).
+bench-memory:
+	cd libs && $(GO) test -run='^$$' -bench='^BenchmarkMemory$$' -benchtime=1x -v ./engine | grep -vE '^(goos|goarch|pkg|cpu):'
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkMemoryServices$$' -benchtime=1x -timeout 30m -v . | grep -vE '^(goos|goarch|pkg|cpu):'
+
+## bench-eta: the ETA's error against a recorded run's admissions (median
+## and p90 absolute error, in minutes); see docs/console.md.
+bench-eta:
+	cd libs && $(GO) test -run='^$$' -bench='^BenchmarkETAError$$' -benchtime=1x -timeout 30m ./eta
+
+## console-screenshot: docs/console.png and docs/console-pending.png, taken
+## by the console's browser test.
+console-screenshot:
+	cd e2e && JQ_README_SHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
+
+## bench-decode: the one decode against the decode before it, as CPU on the
+## same input: 1,000 workloads as YAML and JSON, one workload as JSON, and
+## the difftest's 20k-workload scenario (python3; SHARED=path of shared/).
+SHARED ?= ../shared
+
+bench-decode:
+	cd libs && $(GO) test -run='^$$' -bench=Decode ./api
+	python3 $(SHARED)/difftest/big-scenario.py --workloads 20000 --waves 3 --seed 7 > /tmp/jq-big-20000.yaml
+	cd libs && JQ_SCENARIO=/tmp/jq-big-20000.yaml $(GO) test -run='^$$' -bench=Parse -benchtime=3x ./sim
+
+## bench-latency: submit→QuotaReserved p50/p90/p99 at a steady 200/s and
+## 1,000/s for 60 s each (JQ_LATENCY_DURATION), over HTTP and JQ_SUBMIT.
+bench-latency:
+	cd e2e && $(GO) test -run='^$$' -bench=SteadyLatency -benchtime=1x -timeout 30m .
 
 ## bench-e2e: 20,000 workloads over NATS through the whole pipeline.
 bench-e2e:
 	cd e2e && $(GO) test -run='^$$' -bench=EndToEnd -benchtime=1x -timeout 20m .
+
+## bench-restart: admission catching up over a log of 1,000,000 events
+## (BENCH_RESTART_EVENTS), without a snapshot and with one, its RSS, and
+## the projection rebuild over the same log. BENCH_RESTART_FULL_EVENTS=N
+## runs the case without a snapshot over a smaller log of N events.
+bench-restart:
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkRestart$$' -benchtime=1x -timeout 60m .
 
 lint: fmt vet
 	cd libs && $(GO) test -count=1 ./purity

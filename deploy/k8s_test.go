@@ -43,6 +43,9 @@ type rendered struct {
 	roles        map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
 	namespaces   map[string]*corev1.Namespace
+	// custom are objects of kinds outside client-go's scheme (the
+	// Prometheus Operator's), as YAML by kind/name.
+	custom map[string][]byte
 }
 
 // render builds deploy/k8s/<dir> with kustomize (as kubectl apply -k
@@ -58,11 +61,15 @@ func render(t *testing.T, dir string) *rendered {
 		configMaps: map[string]*corev1.ConfigMap{}, services: map[string]*corev1.Service{},
 		accounts: map[string]*corev1.ServiceAccount{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		roles: map[string]*rbacv1.ClusterRole{}, bindings: map[string]*rbacv1.ClusterRoleBinding{},
-		namespaces: map[string]*corev1.Namespace{}}
+		namespaces: map[string]*corev1.Namespace{}, custom: map[string][]byte{}}
 	for _, res := range m.Resources() {
 		y, err := res.AsYAML()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasPrefix(res.GetApiVersion(), "monitoring.coreos.com/") {
+			r.custom[res.GetKind()+"/"+res.GetName()] = y
+			continue
 		}
 		obj, gvk, err := strict.Decode(y, nil, nil)
 		if err != nil {

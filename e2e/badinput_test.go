@@ -165,4 +165,17 @@ func TestBackpressureWhenAdmissionLags(t *testing.T) {
 	if codes[http.StatusServiceUnavailable] == 0 || codes[http.StatusAccepted] == 0 {
 		t.Errorf("statuses %v: want some accepted, then 503s", codes)
 	}
+	// The lag that refused them is exported: the stream's end less
+	// admission's progress mark, above the allowed 3.
+	want := float64(s.streamState().LastSeq - s.marks()["admission"].Seq)
+	var got float64
+	for range 50 {
+		if got, _ = value(s.scrape("ingest-strict"), "jetqueue_admission_lag_events"); got == want {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got != want || got <= 3 {
+		t.Errorf("jetqueue_admission_lag_events = %v, want %v (above --max-admission-lag 3)", got, want)
+	}
 }

@@ -18,38 +18,84 @@ import (
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
 
+// bareChain measures, on the NATS server at url, the events a second a bare
+// 3-hop JetStream chain carries: n messages of a workload's size published
+// asynchronously to one stream, each consumed and published to a second,
+// then to a third, and consumed there. It is what the pipeline's three hops
+// (submit, Created, QuotaReserved) would cost with no work at each.
+func bareChain(b *testing.B, url string, n int) float64 {
+	nc, err := bus.Connect(url, "bare-chain")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, hop := range []string{"a", "b", "c"} {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BARE_" + strings.ToUpper(hop), Subjects: []string{"bare." + hop}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	relay := func(from, to string) jetstream.ConsumeContext {
+		cons, err := js.OrderedConsumer(ctx, "BARE_"+strings.ToUpper(from), jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			if _, err := js.PublishAsync("bare."+to, m.Data(), jetstream.WithStallWait(time.Minute)); err != nil {
+				b.Error(err)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cc
+	}
+	defer relay("a", "b").Stop()
+	defer relay("b", "c").Stop()
+	got := make(chan struct{})
+	var count int
+	last, err := js.OrderedConsumer(ctx, "BARE_C", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := last.Consume(func(m jetstream.Msg) {
+		if count++; count == n {
+			close(got)
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Stop()
+	body := make([]byte, 400)
+	start := time.Now()
+	for range n {
+		if _, err := js.PublishAsync("bare.a", body, jetstream.WithStallWait(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-got:
+	case <-ctx.Done():
+		b.Fatalf("bare chain: %d of %d through", count, n)
+	}
+	return 3 * float64(n) / time.Since(start).Seconds()
+}
+
 // BenchmarkEndToEnd submits 20,000 workloads over NATS (durable JQ_SUBMIT
 // publishes) to 50 ClusterQueues in 10 cohorts, all fitting, and reports
 // admitted workloads per second, submit→admitted latency (p50, p99) and
-// how long the projection trails the last admission. Run it with
-// `make bench-e2e`.
+// how long the projection trails the last admission, then measures a bare
+// 3-hop JetStream chain on the same server and prints the ratio of
+// admitted/s to the chain's events/s ÷ 3. Run it with `make bench-e2e`.
 func BenchmarkEndToEnd(b *testing.B) {
 	const n, queues = 20_000, 50
 	for b.Loop() {
 		s := start(b)
-		var cfg strings.Builder
-		cfg.WriteString("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n")
-		for q := range queues {
-			fmt.Fprintf(&cfg, `---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-%[1]d}
-spec:
-  cohort: cohort-%[2]d
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: rf
-      resources: [{name: cpu, nominalQuota: "1000"}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ns-%[1]d}
-spec: {clusterQueue: cq-%[1]d}
-`, q, q%10)
-		}
-		s.must(http.StatusOK, "POST", "/v1/apply", []byte(cfg.String()))
+		cfg := benchQueues(queues, "1000")
+		s.must(http.StatusOK, "POST", "/v1/apply", []byte(cfg))
 		s.sync()
 
 		nc, err := bus.Connect(s.nats, "bench")
@@ -98,7 +144,7 @@ spec: {clusterQueue: cq-%[1]d}
 			m.Data = fmt.Appendf(nil, `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":%q},
  "spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`, name, ns)
 			submittedAt[ns+"/"+name] = time.Now()
-			if _, err := js.PublishMsgAsync(m); err != nil {
+			if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -135,6 +181,41 @@ spec: {clusterQueue: cq-%[1]d}
 		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
 		b.ReportMetric(float64(projectionLag.Milliseconds()), "projection-lag-ms")
+		chain := bareChain(b, s.nats, n)
+		admitted := float64(n) / last.Sub(start).Seconds()
+		b.ReportMetric(chain, "bare-chain-events/s")
+		b.ReportMetric(admitted/(chain/3), "ratio-to-bare-chain")
+		fmt.Printf("burst of %d: %.0f admitted/s; a bare 3-hop JetStream chain on the same server, right after: %.0f events/s (÷3 = %.0f/s); ratio %.2f\n",
+			n, admitted, chain, chain/3, admitted/(chain/3))
 		s.close()
 	}
+}
+
+// benchQueues is the benchmarks' configuration: one flavor, and queues
+// ClusterQueues of quota cpu each, ten to a cohort, each with a LocalQueue
+// lq in its own namespace ns-<i>.
+func benchQueues(queues int, quota string) string {
+	var cfg strings.Builder
+	cfg.WriteString("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n")
+	for q := range queues {
+		fmt.Fprintf(&cfg, `---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-%[1]d}
+spec:
+  cohort: cohort-%[2]d
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: rf
+      resources: [{name: cpu, nominalQuota: "%[3]s"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns-%[1]d}
+spec: {clusterQueue: cq-%[1]d}
+`, q, q%10, quota)
+	}
+	return cfg.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
 
@@ -155,5 +156,64 @@ func TestDurableSubmitIsNeverLost(t *testing.T) {
 		if k := fmt.Sprintf("ns/durable-%03d", i); submitted[k] != 1 {
 			t.Errorf("%s submitted %d times, want once", k, submitted[k])
 		}
+	}
+}
+
+// TestFullSubmitStreamRefusesNotDrops: JQ_SUBMIT holds at most
+// --submit-max-msgs waiting submissions. With ingest down and the stream
+// full, a publish is refused (the submitter knows it was not taken);
+// every submission JetStream acknowledged is submitted once ingest is
+// back, and the stream is empty again.
+func TestFullSubmitStreamRefusesNotDrops(t *testing.T) {
+	srv := testenv.NATS(t)
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), submit: &ingest.SubmitLimits{MaxMsgs: 3, MaxBytes: 1 << 20}}
+	t.Cleanup(s.close)
+	s.stopAdmission = s.startAdmission("a")
+	s.stopIngest = s.startIngest()
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
+	s.stopIngest()
+	nc := s.natsConn()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	publish := func(i int) error {
+		id := fmt.Sprintf("full-%d", i)
+		m := nats.NewMsg(ingest.SubmitSubjectOf("ns", id))
+		m.Header.Set(events.HeaderSpecVersion, "1.0")
+		m.Header.Set(events.HeaderID, id)
+		m.Header.Set(events.HeaderType, ingest.SubmitType)
+		m.Header.Set(events.HeaderSource, "test")
+		m.Data = cpuWorkload(fmt.Sprintf("full-%d", i))
+		_, err := js.PublishMsg(ctx, m)
+		return err
+	}
+	for i := range 3 {
+		if err := publish(i); err != nil {
+			t.Fatalf("submission %d of 3 refused: %v", i, err)
+		}
+	}
+	if err := publish(3); err == nil {
+		t.Fatal("a fourth submission was taken by a JQ_SUBMIT limited to 3")
+	}
+	s.startIngest()
+	poll(t, "the three taken submissions in the log", func() error {
+		if got := s.eventsPerWorkload(events.WorkloadSubmitted); len(got) != 3 {
+			return fmt.Errorf("%d of 3 submitted: %v", len(got), got)
+		}
+		return nil
+	})
+	st, err := js.Stream(ctx, ingest.SubmitStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "JQ_SUBMIT drained", func() error {
+		info, err := st.Info(ctx)
+		if err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("%v waiting (%v)", info.State.Msgs, err)
+		}
+		return nil
+	})
+	if got := s.eventsPerWorkload(events.WorkloadSubmitted)["ns/full-3"]; got != 0 {
+		t.Errorf("the refused submission is in the log %d times", got)
 	}
 }

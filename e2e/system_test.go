@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/retention"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
@@ -42,6 +44,13 @@ type system struct {
 	}
 	// These stop the first instances started.
 	stopAdmission, stopPreemptor, stopPodsReady, stopIngest func()
+	// admin is each running service's admin address (/metrics), by the
+	// name run was given.
+	adminMu sync.Mutex
+	admin   map[string]string
+	// retention and submit, when set, replace ingest's defaults.
+	retention *retention.Options
+	submit    *ingest.SubmitLimits
 }
 
 var clock0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -51,8 +60,14 @@ func start(t testing.TB) *system { return startWith(t, false) }
 // startWith starts a system, optionally on the shared manual clock.
 func startWith(t testing.TB, manualClock bool) *system {
 	t.Helper()
+	return startOpts(t, manualClock, nil)
+}
+
+// startOpts starts a system, with ingest's retention options if set.
+func startOpts(t testing.TB, manualClock bool, ret *retention.Options) *system {
+	t.Helper()
 	srv := testenv.NATS(t)
-	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock}
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock, retention: ret}
 	t.Cleanup(s.close)
 	s.stopAdmission = s.startAdmission("a")
 	s.stopPreemptor = s.startPreemptor("a")
@@ -87,7 +102,7 @@ func (s *system) startIngest() func() {
 	exited := make(chan error, 1)
 	stop := s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		err := ingest.Run(ctx, rt, ingest.Config{NATSURL: s.nats, DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0", Auth: auth.Options{Anonymous: true},
-			ManualClock: s.manual, Listening: func(a string) { addr <- a }})
+			ManualClock: s.manual, Listening: func(a string) { addr <- a }, Retention: s.retention, Submit: s.submit})
 		exited <- err
 		return err
 	})
@@ -133,7 +148,16 @@ func (s *system) run(name string, main service.Main) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- service.RunContext(ctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, zap.NewNop(), main)
+		done <- service.RunContext(ctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, zap.NewNop(),
+			func(ctx context.Context, rt *service.Runtime) error {
+				s.adminMu.Lock()
+				if s.admin == nil {
+					s.admin = map[string]string{}
+				}
+				s.admin[name] = rt.AdminAddr
+				s.adminMu.Unlock()
+				return main(ctx, rt)
+			})
 	}()
 	stopped := false
 	stop := func() {

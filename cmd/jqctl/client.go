@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,8 +19,14 @@ import (
 type client struct {
 	server string
 	http   *http.Client
+	// watch follows streams (no overall timeout); namespace is the
+	// context's namespace, if it names one.
+	watch     *http.Client
+	namespace string
 	// err is why no client could be built from jqctl's config.
 	err error
+	// seqFile keeps the last write's sequence (see readyourwrites.go).
+	seqFile string
 }
 
 // apiError is API.md's error body.
@@ -46,16 +55,54 @@ func (e *apiError) Error() string {
 	return b.String()
 }
 
+// statusError is a metav1.Status answer (the /apis/ paths).
+type statusError struct {
+	Code    int
+	Message string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
+
+// notFound says whether err is the server's 404, in either error shape.
+func notFound(err error) bool {
+	var ae *apiError
+	var se *statusError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound || errors.As(err, &se) && se.Code == http.StatusNotFound
+}
+
 func (c *client) do(method, path, contentType string, body []byte, out any) error {
 	if c.err != nil {
 		return c.err
 	}
+	minSeq := uint64(0)
+	if method == http.MethodGet {
+		minSeq = c.lastSeq()
+	}
+	err := c.send(method, path, contentType, body, minSeq, out)
+	var ae *apiError
+	if minSeq > 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && len(ae.Errors) == 1 && ae.Errors[0].Field == headerMinSeq {
+		// The server's stream ends before the write jqctl remembers: it
+		// is another server now. Forget it and ask again.
+		if err := c.forgetSeq(); err != nil {
+			return err
+		}
+		return c.send(method, path, contentType, body, 0, out)
+	}
+	return err
+}
+
+// send makes one request; minSeq > 0 asks a query to wait for the
+// projection to reach it.
+func (c *client) send(method, path, contentType string, body []byte, minSeq uint64, out any) error {
 	req, err := http.NewRequest(method, strings.TrimSuffix(c.server, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if minSeq > 0 {
+		req.Header.Set(headerMinSeq, strconv.FormatUint(minSeq, 10))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -67,16 +114,55 @@ func (c *client) do(method, path, contentType string, body []byte, out any) erro
 		return err
 	}
 	if resp.StatusCode >= 400 {
+		var st struct{ Kind, Message string }
+		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
+			// A Kubernetes-style API's metav1.Status (everything under /apis/).
+			return &statusError{Code: resp.StatusCode, Message: st.Message}
+		}
 		e := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {
 			return fmt.Errorf("server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
 		}
 		return e
 	}
+	if method != http.MethodGet {
+		if err := c.noteSeq(answerSeq(data)); err != nil {
+			return fmt.Errorf("remember the write's sequence in %s: %w", c.seqFile, err)
+		}
+	}
 	if out != nil {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// stream opens a streaming GET (a watch); the caller closes the body.
+func (c *client) stream(ctx context.Context, path string) (io.ReadCloser, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(c.server, "/")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.watch.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w (is the server at %s running?)", path, err, c.server)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var st struct{ Kind, Message string }
+		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
+			return nil, &statusError{Code: resp.StatusCode, Message: st.Message}
+		}
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {
+			return nil, fmt.Errorf("server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+		}
+		return nil, e
+	}
+	return resp.Body, nil
 }
 
 // readInput reads -f FILE, or standard input for "-".

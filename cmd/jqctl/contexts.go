@@ -128,12 +128,22 @@ func contextClient(cmd *cobra.Command) (*client, error) {
 		// Given on the command line: the caller chose where it goes.
 		rc.BearerToken, rc.BearerTokenFile = token, ""
 	}
+	// A watch streams for as long as it is followed: its client has no
+	// overall timeout.
+	wc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
 	rc.Timeout = 60 * time.Second
 	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
-	return &client{server: rc.Host, http: hc}, nil
+	c := &client{server: rc.Host, http: hc, watch: wc, seqFile: path + ".seq"}
+	if ctx := cfg.Contexts[contextName]; ctx != nil {
+		c.namespace = ctx.Namespace
+	}
+	return c, nil
 }
 
 func configCmd(stdout io.Writer) *cobra.Command {

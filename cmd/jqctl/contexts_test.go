@@ -30,7 +30,7 @@ func (r *recorder) handler() http.Handler {
 		r.certs = append(r.certs, cn)
 		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"items":[]}`))
+		_, _ = w.Write([]byte(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"WorkloadList","items":[]}`))
 	})
 }
 

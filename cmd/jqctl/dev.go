@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/embedded"
 	"github.com/jetqueue/jetqueue/libs/natsconf"
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 	"github.com/jetqueue/jetqueue/services/podsready/podsready"
@@ -104,23 +106,30 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 3)
+	// admins receives each service's admin address (its /metrics) once.
+	admins := make(chan [2]string, len(devServices))
 	run := func(name string, main service.Main) {
+		var once sync.Once
 		go func() {
-			errc <- service.RunContext(sctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, log, main)
+			errc <- service.RunContext(sctx, name, service.Options{AdminAddr: "127.0.0.1:0", StopTimeout: 10 * time.Second}, log,
+				func(ctx context.Context, rt *service.Runtime) error {
+					once.Do(func() { admins <- [2]string{name, rt.AdminAddr} })
+					return main(ctx, rt)
+				})
 		}()
 	}
 	nats := srv.ClientURL()
 	run("admission", func(ctx context.Context, rt *service.Runtime) error {
-		return admission.Run(ctx, rt, admission.Config{Member: devMember(nats, ids, "admission"), ManualClock: o.manualClock})
+		return admission.Run(ctx, rt, admission.Config{Member: devMember(nats, ids, "admission"), ManualClock: o.manualClock, Snapshot: snapshot.DefaultPolicy})
 	})
 	run("preemptor", func(ctx context.Context, rt *service.Runtime) error {
 		return preemptor.Run(ctx, rt, preemptor.Config{Member: devMember(nats, ids, "preemptor")})
 	})
 	run("podsready", func(ctx context.Context, rt *service.Runtime) error {
-		return podsready.Run(ctx, rt, podsready.Config{Member: devMember(nats, ids, "podsready"), ManualClock: o.manualClock})
+		return podsready.Run(ctx, rt, podsready.Config{Member: devMember(nats, ids, "podsready"), ManualClock: o.manualClock, Snapshot: snapshot.DefaultPolicy})
 	})
 	run("scorer", func(ctx context.Context, rt *service.Runtime) error {
-		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, NATS: ids["scorer"], Instance: "dev", Inventory: scorer.InventoryKV})
+		return scorer.Run(ctx, rt, scorer.Config{NATSURL: nats, NATS: ids["scorer"], Instance: "dev", Inventory: scorer.InventoryKV, Snapshot: snapshot.DefaultPolicy})
 	})
 	listening := make(chan string, 1)
 	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
@@ -136,6 +145,18 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return fmt.Errorf("a service did not start: %w", err)
 	case <-ctx.Done():
 		return nil
+	}
+	metricsAt := map[string]string{}
+	for len(metricsAt) < len(devServices) {
+		select {
+		case a := <-admins:
+			metricsAt[a[0]] = a[1]
+		case err := <-errc:
+			cancel()
+			return fmt.Errorf("a service did not start: %w", err)
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	base := "http://" + addr
 	configPath, err := writeDevContext(base, adminToken)
@@ -154,9 +175,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
   jqctl:     context %s, now current, in %s
   NATS:      %s (users and passwords: %s, one <user>.password each)
   data:      %s
-Try:
+  metrics:
+%sTry:
 %sCtrl-C stops it.
-`, base, filepath.Join(dir, "auth", "admin.token"), tokens, devContext, configPath, nats, authDir, dir, tryCommands(o.demo))
+`, base, filepath.Join(dir, "auth", "admin.token"), tokens, devContext, configPath, nats, authDir, dir, metricsLines(metricsAt), tryCommands(o.demo))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -273,4 +295,17 @@ func loadDemo(ctx context.Context, base, token, natsURL string, nodesUser bus.Id
 	}
 	fmt.Fprintln(stdout, "demo setup loaded: flavors gpu-a100 and cpu-standard, cohorts research and batch, 4 nodes, 2 jobs")
 	return nil
+}
+
+// devServices are the services dev runs, in the order it lists them.
+var devServices = []string{"ingest", "admission", "preemptor", "podsready", "scorer"}
+
+// metricsLines lists each service's metrics address (docs/metrics.md says
+// which metrics each serves).
+func metricsLines(at map[string]string) string {
+	var b strings.Builder
+	for _, name := range devServices {
+		fmt.Fprintf(&b, "    %-10s http://%s/metrics\n", name+":", at[name])
+	}
+	return b.String()
 }

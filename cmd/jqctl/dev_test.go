@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -122,10 +124,80 @@ func TestDevServesTheDemo(t *testing.T) {
 		return strings.Contains(jq("describe", "team-a/train"), "placed") &&
 			strings.Contains(jq("explain", "team-a/sweep"), "WaitingForQuota")
 	})
+	// The sweep waits at the head of research-gpu's queue and of team-a's
+	// gpu LocalQueue.
+	for _, args := range [][]string{{"cq", "research-gpu"}, {"lq", "team-a/gpu"}} {
+		got := jq(append([]string{"get", "pendingworkloads"}, args...)...)
+		if !regexp.MustCompile(`(?m)^POSITION\s+LQ POSITION\s+NAMESPACE\s+NAME\s+LOCALQUEUE\s+PRIORITY\s+CREATED\n0\s+0\s+team-a\s+sweep\s+gpu\s+10\s+\S+\n$`).MatchString(got) {
+			t.Errorf("get pendingworkloads %v:\n%s%s", args, got, stderr.String())
+		}
+	}
+	if jq("get", "pendingworkloads", "cq", "nope") != "" || !strings.Contains(stderr.String(), `clusterqueue.visibility.kueue.x-k8s.io "nope" not found`) {
+		t.Errorf("get pendingworkloads cq nope: %s", stderr.String())
+	}
+	// Read-your-writes: what submit accepted, get shows at once.
+	var docs []string
+	for i := range 20 {
+		docs = append(docs, fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"rw%d","namespace":"rw"},`+
+			`"spec":{"queueName":"none","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`, i))
+	}
+	batch := filepath.Join(dir, "rw.yaml")
+	if err := os.WriteFile(batch, []byte(strings.Join(docs, "\n---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if jq("submit", "-f", batch) == "" {
+		t.Fatalf("submit: %s", stderr.String())
+	}
+	// With -n, a table has no NAMESPACE column (as kubectl's): a row starts with the name.
+	if got := len(regexp.MustCompile(`(?m)^rw\d+\s`).FindAllString(jq("get", "workloads", "-n", "rw"), -1)); got != 20 {
+		t.Errorf("get right after submitting 20 shows %d:\n%s%s", got, stdout.String(), stderr.String())
+	}
 	list := jq("get", "workloads")
 	for _, want := range []string{"nightly-etl", "preprocess"} {
 		if !regexp.MustCompile(want + `\s.*admitted`).MatchString(list) {
 			t.Errorf("demo job %s is not admitted:\n%s", want, list)
+		}
+	}
+	// Every service's metrics address is printed, and serves: Kueue's
+	// from admission (the demo's batch queue admitted nightly-etl once),
+	// the lags from ingest.
+	printed := regexp.MustCompile(`(?m)^\s+(\w+):\s+(http://\S+/metrics)$`).FindAllStringSubmatch(out.String(), -1)
+	at := map[string]string{}
+	for _, m := range printed {
+		at[m[1]] = m[2]
+	}
+	for _, name := range []string{"ingest", "admission", "preemptor", "podsready", "scorer"} {
+		want := map[string]string{"admission": `kueue_admitted_workloads_total{cluster_queue="batch"} 1`,
+			"ingest": "jetqueue_admission_lag_events"}[name]
+		if want == "" {
+			want = "go_goroutines"
+		}
+		if at[name] == "" {
+			t.Errorf("dev printed no metrics address for %s:\n%s", name, out.String())
+			continue
+		}
+		var body string
+		eventually(name+" serves "+want, func() bool {
+			resp, err := http.Get(at[name])
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+			return resp.StatusCode == http.StatusOK && strings.Contains(body, want)
+		})
+	}
+	// The load generator runs against it to the end and reports: one
+	// workload a queue, each finished after its run time.
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"loadtest", "--profile", "burst", "--count", "30", "--runtime", "50ms", "--timeout", "60s"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("loadtest: exit %d: %s %s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"30 ClusterQueues in 5 cohorts, 30 workloads", "wall time", "ClusterQueue usage", "mean time to admission, burst (30)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("loadtest report lacks %q:\n%s", want, stdout.String())
 		}
 	}
 	cancel()

@@ -26,7 +26,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newScore(stdout, stderr))
 	root.AddCommand(newNodes(stdout))
 	addClientCommands(root, stdout)
+	root.AddCommand(newLoadtest(stdout))
 	root.AddCommand(newDev(stdout, stderr))
+	root.AddCommand(whatifCmd(stdout))
 	return root
 }
 

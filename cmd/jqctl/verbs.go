@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetqueue/jetqueue/libs/quota"
@@ -22,8 +24,9 @@ func addClientCommands(root *cobra.Command, stdout io.Writer) {
 	root.PersistentFlags().String("token", "", "bearer token (overrides the context's)")
 	root.PersistentFlags().String("context", "", "the context of jqctl's config to use (default: its current-context)")
 	root.AddCommand(configCmd(stdout),
-		applyCmd(stdout), submitCmd(stdout), getCmd(stdout), describeCmd(stdout), explainCmd(stdout), projectionCmd(stdout),
-		watchCmd(stdout),
+		applyCmd(stdout), submitCmd(stdout), withPendingWorkloads(getCmd(stdout), stdout), describeCmd(stdout), explainCmd(stdout), projectionCmd(stdout),
+		watchCmd(stdout), listCmd(stdout), diffCmd(stdout), versionCmd(stdout),
+		createCmd(stdout), stopResumeCmd(stdout, "stop"), stopResumeCmd(stdout, "resume"),
 		deleteCmd(stdout), actionCmd(stdout, "finish", "Mark a workload's job finished, releasing its quota"),
 		actionCmd(stdout, "podsready", "Report that all of a workload's pods are ready"),
 	)
@@ -34,37 +37,6 @@ func contentType(data []byte) string {
 		return "application/json"
 	}
 	return "application/yaml"
-}
-
-func applyCmd(stdout io.Writer) *cobra.Command {
-	var file string
-	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or update ResourceFlavors, ClusterQueues, LocalQueues, priority classes and the Configuration",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := readInput(cmd, file)
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Applied []struct{ Kind, Name, Namespace, Action string } `json:"applied"`
-			}
-			if err := newClient(cmd).do("POST", "/v1/apply", contentType(data), data, &out); err != nil {
-				return err
-			}
-			for _, a := range out.Applied {
-				name := a.Name
-				if a.Namespace != "" {
-					name = a.Namespace + "/" + a.Name
-				}
-				fmt.Fprintf(stdout, "%s/%s %s\n", strings.ToLower(a.Kind), name, a.Action)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file (YAML or JSON, several documents allowed; - for stdin)")
-	return cmd
 }
 
 func submitCmd(stdout io.Writer) *cobra.Command {
@@ -101,60 +73,50 @@ type workloadView struct {
 	Reason       string                       `json:"reason,omitempty"`
 	Message      string                       `json:"message,omitempty"`
 	Evictions    int32                        `json:"evictions"`
+	ETA          *etaView                     `json:"eta,omitempty"`
 }
 
-func getCmd(stdout io.Writer) *cobra.Command {
-	var output, namespace, status, queue string
-	cmd := &cobra.Command{
-		Use:       "get workloads|clusterqueue NAME",
-		Short:     "List workloads (table, wide, json or yaml), or show a ClusterQueue's usage",
-		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"workloads", "clusterqueue"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newClient(cmd)
-			switch args[0] {
-			case "workloads", "workload", "wl":
-				q := url.Values{}
-				for k, v := range map[string]string{"namespace": namespace, "status": status, "clusterQueue": queue} {
-					if v != "" {
-						q.Set(k, v)
-					}
-				}
-				var items []workloadView
-				for after := ""; ; {
-					q.Set("after", after)
-					q.Set("limit", "1000")
-					var page struct {
-						Items []workloadView `json:"items"`
-						Next  string         `json:"next"`
-					}
-					if err := c.do("GET", "/v1/workloads?"+q.Encode(), "", nil, &page); err != nil {
-						return err
-					}
-					items = append(items, page.Items...)
-					if after = page.Next; after == "" {
-						break
-					}
-				}
-				return printWorkloads(stdout, items, output)
-			case "clusterqueue", "clusterqueues", "cq":
-				if len(args) != 2 {
-					return fmt.Errorf("get clusterqueue needs the queue's name")
-				}
-				var out map[string]any
-				if err := c.do("GET", "/v1/clusterqueues/"+url.PathEscape(args[1]), "", nil, &out); err != nil {
-					return err
-				}
-				return printData(stdout, out, output)
+// getAt answers get --at: the views of the history API
+// (/v1/workloads?at=, /v1/clusterqueues/NAME?at=), as the system stood at
+// that time; the object API answers only the present.
+func getAt(cmd *cobra.Command, stdout io.Writer, args []string, output, namespace, status, queue, at string) error {
+	c := newClient(cmd)
+	switch args[0] {
+	case "workloads", "workload", "wl":
+		q := url.Values{}
+		for k, v := range map[string]string{"namespace": namespace, "status": status, "clusterQueue": queue, "at": at} {
+			if v != "" {
+				q.Set(k, v)
 			}
-			return fmt.Errorf("unknown resource %q: want workloads or clusterqueue", args[0])
-		},
+		}
+		var items []workloadView
+		for after := ""; ; {
+			q.Set("after", after)
+			q.Set("limit", "1000")
+			var page struct {
+				Items []workloadView `json:"items"`
+				Next  string         `json:"next"`
+			}
+			if err := c.do("GET", "/v1/workloads?"+q.Encode(), "", nil, &page); err != nil {
+				return err
+			}
+			items = append(items, page.Items...)
+			if after = page.Next; after == "" {
+				break
+			}
+		}
+		return printWorkloads(stdout, items, output)
+	case "clusterqueue", "clusterqueues", "cq":
+		if len(args) != 2 {
+			return fmt.Errorf("get clusterqueue --at needs the queue's name")
+		}
+		var out map[string]any
+		if err := c.do("GET", "/v1/clusterqueues/"+url.PathEscape(args[1])+atQuery(at), "", nil, &out); err != nil {
+			return err
+		}
+		return printData(stdout, out, output)
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace")
-	cmd.Flags().StringVar(&status, "status", "", "only this status: pending, admitted, finished, inactive")
-	cmd.Flags().StringVar(&queue, "cluster-queue", "", "only this ClusterQueue")
-	return cmd
+	return fmt.Errorf("get --at: unknown resource %q: want workloads or clusterqueue", args[0])
 }
 
 func printWorkloads(w io.Writer, items []workloadView, output string) error {
@@ -171,7 +133,7 @@ func printWorkloads(w io.Writer, items []workloadView, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "NAMESPACE\tNAME\tQUEUE\tCLUSTERQUEUE\tPRIORITY\tSTATUS\tREASON"
 	if output == "wide" {
-		header += "\tFLAVORS\tEVICTIONS"
+		header += "\tFLAVORS\tEVICTIONS\tETA"
 	}
 	fmt.Fprintln(tw, header)
 	for _, v := range items {
@@ -181,7 +143,7 @@ func printWorkloads(w io.Writer, items []workloadView, output string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s", v.Namespace, v.Name, v.LocalQueue, v.ClusterQueue, v.Priority, v.Status, reason)
 		if output == "wide" {
-			fmt.Fprintf(tw, "\t%s\t%d", flavors(v.Assignment), v.Evictions)
+			fmt.Fprintf(tw, "\t%s\t%d\t%s", flavors(v.Assignment), v.Evictions, etaCell(v.ETA))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -220,13 +182,32 @@ func printData(w io.Writer, v any, output string) error {
 }
 
 func describeCmd(stdout io.Writer) *cobra.Command {
-	var output string
+	var output, namespace string
 	cmd := &cobra.Command{
-		Use:   "describe NAMESPACE/NAME",
-		Short: "Show a workload with its whole event history",
-		Args:  cobra.ExactArgs(1),
+		Use:               "describe NAMESPACE/NAME | describe KIND NAME",
+		Short:             "Show a workload with its whole event history, or any object with its status",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeObjects,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, name, err := splitKey(args[0])
+			target := args[0]
+			if len(args) == 2 {
+				k, err := lookupKind(args[0])
+				if err != nil {
+					return err
+				}
+				target = args[1]
+				if k.Kind != "Workload" {
+					return describeObject(cmd, stdout, k, namespace, target, output)
+				}
+				if !strings.Contains(target, "/") {
+					ns := namespace
+					if ns == "" {
+						ns = newClient(cmd).namespace
+					}
+					target = ns + "/" + target
+				}
+			}
+			ns, name, err := splitKey(target)
 			if err != nil {
 				return err
 			}
@@ -261,32 +242,8 @@ func describeCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the namespace of a namespaced object")
 	return cmd
-}
-
-func deleteCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete workload NAMESPACE/NAME | KIND NAME | KIND NAMESPACE/NAME",
-		Short: "Delete a workload (releasing its quota) or a configuration object",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newClient(cmd)
-			kind, target := args[0], args[1]
-			path := "/v1/" + url.PathEscape(kind) + "/" + target
-			if k := strings.ToLower(kind); k == "workload" || k == "workloads" || k == "wl" {
-				ns, name, err := splitKey(target)
-				if err != nil {
-					return err
-				}
-				path = "/v1/workloads/" + url.PathEscape(ns) + "/" + url.PathEscape(name)
-			}
-			if err := c.do("DELETE", path, "", nil, nil); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%s/%s deleted\n", strings.ToLower(kind), target)
-			return nil
-		},
-	}
 }
 
 func actionCmd(stdout io.Writer, verb, short string) *cobra.Command {
@@ -321,7 +278,8 @@ func splitKey(k string) (string, string, error) {
 }
 
 func explainCmd(stdout io.Writer) *cobra.Command {
-	var output string
+	var output, at string
+	counterfactual := true
 	cmd := &cobra.Command{
 		Use:   "explain NAMESPACE/NAME",
 		Short: "Say why a workload is where it is: the reason, the blocking flavor and resource, the shortfall, who is ahead",
@@ -333,6 +291,7 @@ func explainCmd(stdout io.Writer) *cobra.Command {
 			}
 			var ex struct {
 				workloadView
+				historyFields
 				Detail *struct {
 					Reason    string `json:"reason"`
 					PodSet    string `json:"podSet"`
@@ -345,7 +304,7 @@ func explainCmd(stdout io.Writer) *cobra.Command {
 				Ahead      []string `json:"ahead"`
 				AheadCount int      `json:"aheadCount"`
 			}
-			if err := newClient(cmd).do("GET", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/explain", "", nil, &ex); err != nil {
+			if err := newClient(cmd).do("GET", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/explain"+explainQuery(at, counterfactual), "", nil, &ex); err != nil {
 				return err
 			}
 			if output != "" {
@@ -382,22 +341,30 @@ func explainCmd(stdout io.Writer) *cobra.Command {
 				}
 				fmt.Fprintln(stdout)
 			}
+			printETA(stdout, ex.ETA)
+			ex.print(stdout)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text")
+	cmd.Flags().BoolVar(&counterfactual, "counterfactual", true, "also list the smallest changes that would admit a pending workload now (each verified by the core)")
+	addAtFlag(cmd, &at)
 	return cmd
 }
 
 func projectionCmd(stdout io.Writer) *cobra.Command {
 	proj := &cobra.Command{Use: "projection", Short: "Operate the PostgreSQL projection"}
-	proj.AddCommand(&cobra.Command{
+	var every time.Duration
+	rebuild := &cobra.Command{
 		Use:   "rebuild",
 		Short: "Drop the projection and replay every event into it, waiting until it has caught up",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := newClient(cmd)
 			if err := c.do("POST", "/v1/projection/rebuild", "", nil, nil); err != nil {
+				return err
+			}
+			if err := rebuildProgress(cmd.Context(), c, cmd.ErrOrStderr(), every); err != nil {
 				return err
 			}
 			var out struct {
@@ -409,72 +376,87 @@ func projectionCmd(stdout io.Writer) *cobra.Command {
 			fmt.Fprintf(stdout, "projection rebuilt up to event %d\n", out.Seq)
 			return nil
 		},
-	})
+	}
+	rebuild.Flags().DurationVar(&every, "progress", 2*time.Second, "how often to print the rebuild's progress on stderr (0: never)")
+	proj.AddCommand(rebuild)
 	return proj
+}
+
+// rebuildProgress prints, every so often, how far the projection has
+// come of the stream as it was when the rebuild began, until it has
+// projected that much; the last line says it has.
+func rebuildProgress(ctx context.Context, c *client, w io.Writer, every time.Duration) error {
+	if every <= 0 {
+		return nil
+	}
+	var p struct {
+		Seq       uint64 `json:"seq"`
+		StreamSeq uint64 `json:"streamSeq"`
+	}
+	var target uint64
+	start := time.Now()
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(every):
+			}
+		}
+		if err := c.do("GET", "/v1/projection/rebuild", "", nil, &p); err != nil {
+			return err
+		}
+		if first {
+			target = p.StreamSeq
+		}
+		done := min(p.Seq, target)
+		fmt.Fprintf(w, "rebuilding the projection: %d of %d events (%d%%), %s\n", done, target,
+			done*100/max(target, 1), time.Since(start).Round(time.Second))
+		if done >= target {
+			return nil
+		}
+	}
 }
 
 func watchCmd(stdout io.Writer) *cobra.Command {
 	var namespace string
-	var interval time.Duration
-	var count int
 	cmd := &cobra.Command{
 		Use:   "watch",
-		Short: "Print a line whenever a workload appears, changes status or reason, or goes away",
+		Short: "Print every workload as it is now, then every change as it happens (the server pushes them)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := newClient(cmd)
-			seen := map[string]string{}
-			for round := 0; count == 0 || round < count; round++ {
-				if round > 0 {
-					select {
-					case <-cmd.Context().Done():
-						return nil
-					case <-time.After(interval):
-					}
-				}
-				now := map[string]string{}
-				q := url.Values{"limit": {"1000"}}
-				if namespace != "" {
-					q.Set("namespace", namespace)
-				}
-				for after := ""; ; {
-					q.Set("after", after)
-					var page struct {
-						Items []workloadView `json:"items"`
-						Next  string         `json:"next"`
-					}
-					if err := c.do("GET", "/v1/workloads?"+q.Encode(), "", nil, &page); err != nil {
-						return err
-					}
-					for _, v := range page.Items {
-						state := v.Status
-						if v.Reason != "" {
-							state += " (" + v.Reason + ")"
-						}
-						now[v.Namespace+"/"+v.Name] = state
-					}
-					if after = page.Next; after == "" {
-						break
-					}
-				}
-				for _, k := range sortedKeys(now) {
-					if seen[k] != now[k] {
-						fmt.Fprintf(stdout, "%s\t%s\n", k, now[k])
-					}
-				}
-				for _, k := range sortedKeys(seen) {
-					if _, ok := now[k]; !ok {
-						fmt.Fprintf(stdout, "%s\tdeleted\n", k)
-					}
-				}
-				seen = now
+			k, _ := kindOf("Workload")
+			body, err := c.stream(cmd.Context(), k.path(namespace, "")+"?watch=true")
+			if err != nil {
+				return err
 			}
-			return nil
+			defer body.Close()
+			dec := json.NewDecoder(body)
+			for {
+				var ev struct {
+					Type   string         `json:"type"`
+					Object map[string]any `json:"object"`
+				}
+				if err := dec.Decode(&ev); err != nil {
+					if err == io.EOF || cmd.Context().Err() != nil {
+						return nil
+					}
+					return err
+				}
+				u := &unstructured.Unstructured{Object: ev.Object}
+				state, reason := workloadState(u)
+				if ev.Type == "DELETED" {
+					state, reason = "deleted", ""
+				}
+				if reason != "" {
+					state += " (" + reason + ")"
+				}
+				fmt.Fprintf(stdout, "%s/%s\t%s\n", u.GetNamespace(), u.GetName(), state)
+			}
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace")
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to look")
-	cmd.Flags().IntVar(&count, "count", 0, "stop after this many looks (0: until interrupted)")
 	return cmd
 }
 
@@ -485,4 +467,57 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// describeObject prints one object as kubectl describe lays it out:
+// name, namespace, labels, then its spec and status.
+func describeObject(cmd *cobra.Command, stdout io.Writer, k kind, ns, name, output string) error {
+	c := newClient(cmd)
+	if k.Namespaced {
+		if a, b, ok := strings.Cut(name, "/"); ok {
+			ns, name = a, b
+		}
+		if ns == "" {
+			ns = c.namespace
+		}
+		if ns == "" {
+			return fmt.Errorf("%s %q: give its namespace with -n, or as NAMESPACE/NAME", k.Kind, name)
+		}
+	}
+	u := &unstructured.Unstructured{}
+	if err := c.do("GET", k.path(ns, name), "", nil, u); err != nil {
+		return err
+	}
+	if output != "" {
+		return printData(stdout, u.Object, output)
+	}
+	labels := joinMap(u.GetLabels())
+	if labels == "" {
+		labels = "<none>"
+	}
+	fmt.Fprintf(stdout, "Name:         %s\n", u.GetName())
+	if k.Namespaced {
+		fmt.Fprintf(stdout, "Namespace:    %s\n", u.GetNamespace())
+	}
+	fmt.Fprintf(stdout, "Labels:       %s\nAPI Version:  %s\nKind:         %s\n", labels, u.GetAPIVersion(), u.GetKind())
+	for _, part := range []string{"spec", "value", "description", "globalDefault", "waitForPodsReady", "status"} {
+		v, ok := u.Object[part]
+		if !ok {
+			continue
+		}
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		title := strings.ToUpper(part[:1]) + part[1:]
+		if strings.Contains(strings.TrimSpace(string(b)), "\n") || strings.HasSuffix(strings.TrimSpace(string(b)), ":") || part == "spec" || part == "status" {
+			fmt.Fprintf(stdout, "%s:\n", title)
+			for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+				fmt.Fprintf(stdout, "  %s\n", line)
+			}
+		} else {
+			fmt.Fprintf(stdout, "%-13s %s", title+":", b)
+		}
+	}
+	return nil
 }

@@ -34,8 +34,43 @@ import (
 // a non-nil error are the documents that decoded cleanly, in input order, so
 // a caller may, for example, ignore documents whose only problem is
 // ErrUnsupportedKind; a caller wanting all-or-nothing discards them.
+//
+// Valid requests take the one-pass fast path (fastdecode.go); a request it
+// does not take whole is decoded by decodeReference, which names errors.
 func Decode(data []byte) ([]Object, error) {
-	var d decoder
+	return DecodeWith(data, DecodeOptions{})
+}
+
+// DecodeOptions adjust Decode.
+type DecodeOptions struct {
+	// DefaultNamespace, when set, is given to every LocalQueue, Workload
+	// and Job that has no metadata.namespace, as kubectl gives the
+	// namespace of -n or of its context.
+	DefaultNamespace string
+}
+
+// DecodeWith is Decode with options.
+func DecodeWith(data []byte, o DecodeOptions) ([]Object, error) {
+	if objs, err := fastDecode(data, o); err == nil {
+		return objs, nil
+	}
+	return decodeReferenceWith(data, o)
+}
+
+// DecodeReference is the decode Decode falls back to, exported for
+// benchmarks and differential tests; callers use Decode.
+func DecodeReference(data []byte) ([]Object, error) { return decodeReference(data) }
+
+// decodeReference is the decode that names every error with its field
+// path. It reads each document several times over (a YAML node tree, a
+// generic map, JSON text, a head, a strict typed pass, a string walk), so
+// it is kept for requests the fast path gives up on.
+func decodeReference(data []byte) ([]Object, error) {
+	return decodeReferenceWith(data, DecodeOptions{})
+}
+
+func decodeReferenceWith(data []byte, o DecodeOptions) ([]Object, error) {
+	d := decoder{opts: o}
 	if trimmed := bytes.TrimSpace(data); isJSON(trimmed) {
 		d.document(1, trimmed)
 	} else {
@@ -50,6 +85,7 @@ func Decode(data []byte) ([]Object, error) {
 }
 
 type decoder struct {
+	opts DecodeOptions
 	objs []Object
 	errs Errors
 	// count is the number of objects met so far; full is set at the first
@@ -260,7 +296,7 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 		d.list(where, ref, h, js, allowList)
 		return
 	}
-	want, known := kindAPIVersion[h.kind]
+	_, known := kindAPIVersion[h.kind]
 	if !known {
 		d.fail(where, ref, "kind", fmt.Sprintf("%s %q (apiVersion %q); jetqueue accepts %s",
 			ErrUnsupportedKind, h.kind, h.apiVersion, strings.Join(supportedKinds, ", ")))
@@ -270,19 +306,22 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 		d.fail(where, ref, "apiVersion", "Required value")
 		return
 	}
-	if h.apiVersion != want {
-		d.fail(where, ref, "apiVersion", fmt.Sprintf("Unsupported value: %q: supported values: %q (for kind %s)",
-			h.apiVersion, want, h.kind))
+	target, ok := decodeTarget(h.kind, h.apiVersion)
+	if !ok {
+		d.fail(where, ref, "apiVersion", fmt.Sprintf("Unsupported value: %q: supported values: %s (for kind %s)",
+			h.apiVersion, supportedAPIVersions(h.kind), h.kind))
 		return
 	}
-	obj := newObject(h.kind)
-	if fld, msg := checkStrings(reflect.TypeOf(obj), js); msg != "" {
+	if clean, ok := dropServerFields(h.kind, top); ok {
+		js = clean
+	}
+	if fld, msg := checkStrings(reflect.TypeOf(target), js); msg != "" {
 		d.fail(where, ref, fld, msg)
 		return
 	}
-	strict, err := sigsjson.UnmarshalStrict(js, obj)
+	strict, err := sigsjson.UnmarshalStrict(js, target)
 	if err != nil {
-		fld := locateDecodeError(reflect.TypeOf(obj), js)
+		fld := locateDecodeError(reflect.TypeOf(target), js)
 		d.fail(where, ref, fld, err.Error())
 		return
 	}
@@ -293,13 +332,23 @@ func (d *decoder) object(where string, js []byte, allowList bool) {
 				fld = fe.FieldPath()
 			}
 			msg := se.Error()
-			if h.kind == KindConfiguration && strings.HasPrefix(se.Error(), "unknown field") {
+			unknown := strings.HasPrefix(se.Error(), "unknown field")
+			if h.kind == KindConfiguration && unknown {
 				msg += "; jetqueue implements only waitForPodsReady of Kueue's Configuration"
+			}
+			if feature := laterKueueField(h.kind, fld); unknown && feature != "" {
+				msg = fmt.Sprintf(laterKueueMsg, fld, feature)
 			}
 			d.fail(where, ref, fld, msg)
 		}
 		return
 	}
+	obj, ferr := convert(target)
+	if ferr != nil {
+		d.fail(where, ref, ferr.Field, ferr.ErrorBody())
+		return
+	}
+	setDefaultNamespace(obj, d.opts.DefaultNamespace)
 	Default(obj)
 	d.objs = append(d.objs, obj)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -45,6 +46,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		assertFastAgrees(t, data)
 		objs, err := Decode(data)
 		if len(objs) > MaxDocuments {
 			t.Fatalf("decoded %d objects, more than MaxDocuments", len(objs))
@@ -87,6 +89,23 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// assertFastAgrees fails if the fast path accepts what decodeReference
+// refuses, or decodes it to other objects: the fast path may only give up.
+func assertFastAgrees(t *testing.T, data []byte) {
+	t.Helper()
+	fast, err := fastDecode(data, DecodeOptions{})
+	if err != nil {
+		return
+	}
+	ref, rerr := decodeReference(data)
+	if rerr != nil {
+		t.Fatalf("fast path accepted %q; the reference refuses it: %v", data, rerr)
+	}
+	if diff := cmp.Diff(ref, fast); diff != "" {
+		t.Fatalf("fast path decoded %q to other objects (-reference +fast):\n%s", data, diff)
+	}
 }
 
 // assertUsageFits recomputes, independently of validateTotals, what the

@@ -64,6 +64,9 @@ func validateJob(job *Job) field.ErrorList {
 	if _, err := minParallelism(job); err != nil {
 		errs = append(errs, err)
 	}
+	if len(job.Spec.Template.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(sp.Child("template", "spec", "containers"), ""))
+	}
 	errs = append(errs, validatePodSpec(&job.Spec.Template.Spec, sp.Child("template", "spec"))...)
 	return errs
 }
@@ -133,6 +136,7 @@ func JobToWorkload(job *Job, classes PriorityClasses) (*Workload, error) {
 			GenerateName: job.GenerateName,
 			Namespace:    job.Namespace,
 			UID:          job.UID,
+			Annotations:  expectedRuntimeOf(job.Annotations),
 		},
 		Spec: WorkloadSpec{
 			PodSets: []PodSet{{

@@ -102,6 +102,9 @@ func validateMeta(m *metav1.ObjectMeta, namespaced, generateNameOK bool) field.E
 			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, msg))
 		}
 	}
+	if _, _, err := ExpectedRuntime(m.Annotations); err != nil {
+		errs = append(errs, err)
+	}
 	if err := apivalidation.ValidateAnnotationsSize(m.Annotations); err != nil {
 		errs = append(errs, field.TooLong(p.Child("annotations"), "", apivalidation.TotalAnnotationSizeLimitB))
 	}
@@ -461,6 +464,11 @@ func validateWorkload(wl *Workload) field.ErrorList {
 				errs = append(errs, field.Forbidden(ip.Child("minCount"), fmt.Sprintf("%d should be positive and less or equal to %d", m, ps.Count)))
 			}
 		}
+		// The Workload CRD's schema requires the containers field, not
+		// a container in it: an empty list is accepted.
+		if ps.Template.Spec.Containers == nil {
+			errs = append(errs, field.Required(ip.Child("template", "spec", "containers"), ""))
+		}
 		errs = append(errs, validatePodSpec(&ps.Template.Spec, ip.Child("template", "spec"))...)
 	}
 	if withMinCount > 1 {
@@ -484,15 +492,14 @@ func validateWorkload(wl *Workload) field.ErrorList {
 }
 
 // validatePodSpec covers what matters for quota, plus the container name the
-// CRD schema requires: at least one container, non-negative quantities, and
-// no "pods" resource, which the scheduler reserves for its own pod counting
-// (a limit would become a request). The rest of the pod spec is not ours to
-// judge; jetqueue does not run pods.
+// CRD schema requires: non-negative quantities, and no "pods" resource,
+// which the scheduler reserves for its own pod counting (a limit would
+// become a request). The rest of the pod spec is not ours to judge;
+// jetqueue does not run pods. How many containers there must be is the
+// caller's: a Job's pod template needs one (Kubernetes' ValidatePodSpec),
+// a Workload's podSet template only the field (the Workload CRD's schema).
 func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(spec.Containers) == 0 {
-		errs = append(errs, field.Required(p.Child("containers"), ""))
-	}
 	for _, group := range []struct {
 		name string
 		cs   []corev1.Container

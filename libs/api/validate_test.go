@@ -415,8 +415,10 @@ func TestValidateWorkload(t *testing.T) {
 			w.Spec.PodSets[0].MinCount = ptr[int32](1)
 			w.Spec.PodSets = append(w.Spec.PodSets, PodSet{Name: "workers", Count: 2, MinCount: ptr[int32](1), Template: podTemplate()})
 		}), []FieldError{{wl, "spec.podSets", "Invalid value: 2: at most one podSet can use minCount"}}},
-		{"at least one container", baseWL(ps0(func(p *PodSet) { p.Template.Spec.Containers = nil })),
+		{"containers field required", baseWL(ps0(func(p *PodSet) { p.Template.Spec.Containers = nil })),
 			[]FieldError{{wl, "spec.podSets[0].template.spec.containers", "Required value"}}},
+		// The CRD schema has no minItems on it (Kueue accepts the list empty).
+		{"containers may be empty", baseWL(ps0(func(p *PodSet) { p.Template.Spec.Containers = []corev1.Container{} })), nil},
 		{"container name required", baseWL(ps0(func(p *PodSet) { p.Template.Spec.Containers[0].Name = "" })),
 			[]FieldError{{wl, "spec.podSets[0].template.spec.containers[0].name", "Required value"}}},
 		{"no pods request", baseWL(ps0(func(p *PodSet) {

@@ -68,6 +68,26 @@ func (p *Progress) Report(ctx context.Context, seq uint64) error {
 	return p.Mark(ctx, Mark{Seq: seq})
 }
 
+// Advance raises the stored sequence to seq if it is behind: a new leader
+// takes over the position its predecessor acknowledged but may not have
+// reported.
+func (p *Progress) Advance(ctx context.Context, seq uint64) error {
+	e, err := p.kv.Get(ctx, p.name)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("read progress: %w", err)
+	}
+	if err == nil {
+		m, err := parseMark(e.Value())
+		if err != nil {
+			return err
+		}
+		if m.Seq >= seq {
+			return nil
+		}
+	}
+	return p.Report(ctx, seq)
+}
+
 // Mark stores a mark if it changed.
 func (p *Progress) Mark(ctx context.Context, m Mark) error {
 	v, err := json.Marshal(m)

@@ -98,3 +98,30 @@ func BenchmarkScheduleToQuiescence(b *testing.B) {
 	b.ReportMetric(float64(admissions)/float64(b.N), "admitted/run")
 	b.ReportMetric(float64(cycles)/float64(b.N), "cycles/run")
 }
+
+// BenchmarkSnapshotDecode restores an engine of 250,000 finished
+// workloads and 1,000 pending (about a day at 3 jobs/s) from its snapshot,
+// as admission does on start.
+func BenchmarkSnapshotDecode(b *testing.B) {
+	e := loadedEngine(b, 10, 2, 251_000, 1)
+	n := 0
+	for _, k := range sortedKeys(e.Workloads()) {
+		if n == 250_000 {
+			break
+		}
+		if err := e.Finish(k, t0); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	snap, err := e.EncodeSnapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(snap))/(1<<20), "MiB")
+	for b.Loop() {
+		if _, err := DecodeSnapshot(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +77,14 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 			return "", err
 		}
 		e.localQueues[key] = o
+		if old == nil {
+			for _, w := range e.workloads {
+				if w.Status == Finished && w.finishedIn == "" && w.Object.Namespace == o.Namespace &&
+					w.Object.Spec.QueueName == o.Name {
+					w.listed = true
+				}
+			}
+		}
 		e.reroute(now)
 		return created(old == nil), nil
 	case *api.WorkloadPriorityClass:
@@ -196,6 +206,7 @@ func created(isNew bool) Action {
 // after a ResourceFlavor change (Kueue's cache.updateClusterQueues).
 func (e *Engine) recompile() []string {
 	e.cohortGens = nil
+	e.snap = nil
 	for name := range e.compiled {
 		if e.clusterQueues[name] == nil {
 			delete(e.compiled, name)
@@ -294,8 +305,93 @@ func compile(cq *api.ClusterQueue, flavors map[string]*api.ResourceFlavor) (*sch
 	return c, ""
 }
 
-// Snapshot builds the immutable view for one cycle.
+// Snapshot returns the view one cycle decides over. It is kept from cycle
+// to cycle: the admissions and releases since the last call are applied
+// to it (their queues' usage and generation, their cohorts' sums, the
+// admitted lists), and it is rebuilt only after a configuration change.
+// The view must not change while a cycle reads it, even one that waits
+// for PodsReady across events: hence the changes are applied here, by the
+// next cycle, never as they happen; a cycle that waits keeps the engine
+// from starting another (see Cycle), and a caller asking meanwhile gets a
+// snapshot of its own. A caller outside a cycle reads the snapshot before
+// the engine's next event, and never changes it.
 func (e *Engine) Snapshot() *scheduler.Snapshot {
+	if e.pass != nil {
+		s, _ := e.buildSnapshot()
+		return s
+	}
+	if e.snap == nil {
+		e.snap, e.snapPreempting = e.buildSnapshot()
+	} else {
+		e.refreshSnapshot()
+	}
+	for _, name := range e.snapDirty {
+		e.usage[name].dirty = false
+	}
+	e.snapDirty = e.snapDirty[:0]
+	clear(e.snapOps)
+	e.snapOps = e.snapOps[:0]
+	return e.snap
+}
+
+// snapUsageChanged notes that a queue's usage or generation changed.
+func (e *Engine) snapUsageChanged(name string, st *cqState) {
+	if e.snap != nil && !st.dirty {
+		st.dirty = true
+		e.snapDirty = append(e.snapDirty, name)
+	}
+}
+
+// snapAdmitted notes that a workload was admitted to (add) or released
+// from a queue. Past a bound, as when no cycle runs for a long replay,
+// the snapshot is dropped rather than the changes kept.
+func (e *Engine) snapAdmitted(name string, rec *scheduler.AdmittedWorkload, add bool) {
+	if e.snap == nil || !e.snapPreempting {
+		return
+	}
+	if len(e.snapOps) > 4096+len(e.workloads) {
+		// The next Snapshot rebuilds it and forgets the changes.
+		e.snap = nil
+		return
+	}
+	e.snapOps = append(e.snapOps, snapOp{cq: name, rec: rec, add: add})
+}
+
+// refreshSnapshot applies the changes since the last cycle to the kept
+// snapshot.
+func (e *Engine) refreshSnapshot() {
+	s := e.snap
+	for _, op := range e.snapOps {
+		if cq := s.ClusterQueues[op.cq]; cq != nil {
+			if op.add {
+				cq.AddAdmitted(op.rec)
+			} else {
+				cq.RemoveAdmitted(op.rec)
+			}
+		}
+	}
+	var cohorts []*scheduler.Cohort
+	for _, name := range e.snapDirty {
+		cq := s.ClusterQueues[name]
+		if cq == nil {
+			continue
+		}
+		st := e.usage[name]
+		clear(cq.Usage)
+		maps.Copy(cq.Usage, st.total)
+		cq.Generation = st.generation
+		if co := cq.Cohort; co != nil && !slices.Contains(cohorts, co) {
+			cohorts = append(cohorts, co)
+		}
+	}
+	for _, co := range cohorts {
+		co.Recount()
+	}
+}
+
+// buildSnapshot builds the view from scratch, and says whether it lists
+// the admitted workloads.
+func (e *Engine) buildSnapshot() (*scheduler.Snapshot, bool) {
 	s := &scheduler.Snapshot{
 		Flavors:       make(map[string]*scheduler.Flavor, len(e.flavors)),
 		ClusterQueues: make(map[string]*scheduler.ClusterQueue, len(e.compiled)),
@@ -305,7 +401,7 @@ func (e *Engine) Snapshot() *scheduler.Snapshot {
 		s.Flavors[name] = &scheduler.Flavor{Name: name, NodeLabels: f.Spec.NodeLabels, Taints: f.Spec.NodeTaints}
 	}
 	// Preemption candidates are only needed if some queue may preempt;
-	// listing every admitted workload each cycle would cost O(admitted).
+	// listing every admitted workload would cost O(admitted) for nothing.
 	preempting := false
 	for name, c := range e.compiled {
 		p := c.Preemption
@@ -323,17 +419,18 @@ func (e *Engine) Snapshot() *scheduler.Snapshot {
 		st := e.state(name)
 		cq.Generation = st.generation
 		cq.Usage = st.total.Clone()
+		cq.Admitted = nil
 		if preempting {
 			cq.Admitted = make([]*scheduler.AdmittedWorkload, 0, len(st.admitted))
 			for _, w := range st.admitted {
-				cq.Admitted = append(cq.Admitted, w.record)
+				cq.AddAdmitted(w.record)
 			}
 		}
 		s.ClusterQueues[name] = &cq
 		cohortOf[name] = e.clusterQueues[name].Spec.Cohort
 	}
 	s.LinkCohorts(cohortOf)
-	return s
+	return s, preempting
 }
 
 // CheckApply reports whether Apply would refuse obj, without applying it.

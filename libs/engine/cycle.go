@@ -3,10 +3,12 @@ package engine
 import (
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/queue"
 	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
@@ -104,10 +106,14 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 		en := &p.Entries[i]
 		if block && e.notReady() {
 			p.Hold(i)
+			// Kueue writes a Waiting condition on it: an update.
 			if w := e.passWorkload(en); w != nil {
 				w.Reason = en.Reason
-				w.condMsg = en.Reason.Message
+				w.condPending = false
 				e.recordReason(w)
+			} else if fw := e.dropFinished(en.Workload.Key); fw != nil {
+				fw.condPending = false
+				e.updated(fw, now)
 			}
 			e.pass = p
 			res.Entries = append(res.Entries, p.Entries[from:i+1]...)
@@ -117,18 +123,29 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 		e.admitEntry(en, res, now)
 	}
 	p.Finish()
-	res.Entries = append(res.Entries, p.Entries...)
+	if len(res.Entries) == 0 {
+		// The pass is over: its entries change no more, so they are
+		// shared rather than copied.
+		res.Entries = p.Entries
+	} else {
+		res.Entries = append(res.Entries, p.Entries...)
+	}
+	// Kueue's scheduler requeues every entry it did not admit and writes
+	// its pending condition (requeueAndUpdate); the workload controller
+	// handles the updates those writes make once the cycle is over.
+	var updates []*Workload
 	for i := range p.Entries {
 		en := &p.Entries[i]
 		w := e.passWorkload(en)
 		if w == nil && en.Outcome != scheduler.Admitted {
-			e.requeueFinished(en, now)
+			if w := e.requeueFinished(en, now); w != nil {
+				updates = append(updates, w)
+			}
 		}
 		if en.Outcome == scheduler.Admitted || w == nil {
 			continue
 		}
 		w.Reason = en.Reason
-		w.condMsg = en.Reason.Message
 		w.Info.LastTried = en.Tried
 		e.recordReason(w)
 		// One rerouted while the cycle waited (its LocalQueue deleted) is
@@ -136,7 +153,62 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 		if w.queuedIn != "" {
 			e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
 		}
+		if !w.condPending {
+			w.condPending = true
+			updates = append(updates, w)
+		}
 	}
+	for _, w := range updates {
+		e.updated(w, now)
+	}
+}
+
+// updated is what Kueue's workload controller does on an update event of
+// a workload that is not admitted (WorkloadReconciler.Update). A finished
+// one leaves its queue, and the parked workloads of its LocalQueue's
+// ClusterQueue and cohort are requeued (QueueAssociatedInadmissibleWorkloadsAfter).
+// A pending one is pushed again as a new queue item (Manager.UpdateWorkload,
+// PushOrUpdate), which drops its flavor retry state; if it was parked, it
+// stays parked unless its spec differs from the parked copy's. The
+// scheduler parks the object as stored, while the controller's copy has
+// its limits copied into missing requests (workload.AdjustResources), so
+// a workload with such limits goes back to the heap.
+func (e *Engine) updated(w *Workload, now time.Time) {
+	switch w.Status {
+	case Finished:
+		e.dropFinished(w.Info.Key)
+		if lq := e.localQueues[api.NamespacedName(w.Object.Namespace, w.Object.Spec.QueueName)]; lq != nil {
+			e.queues.QueueInadmissible(lq.Spec.ClusterQueue, now)
+		}
+	case Pending:
+		if w.queuedIn == "" {
+			return
+		}
+		w.Info.LastTried = nil
+		if limitsWithoutRequests(w.Object) {
+			e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
+		}
+	}
+}
+
+// limitsWithoutRequests reports whether some container of the workload
+// has a limit for a resource it does not request: Kueue's
+// workload.AdjustResources (handleLimitsToRequests) then changes the
+// spec it hands the queues on every update event.
+func limitsWithoutRequests(wl *api.Workload) bool {
+	for i := range wl.Spec.PodSets {
+		spec := &wl.Spec.PodSets[i].Template.Spec
+		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for j := range cs {
+				for r := range cs[j].Resources.Limits {
+					if _, ok := cs[j].Resources.Requests[r]; !ok {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // passWorkload is the workload of a cycle's entry if it is still pending;
@@ -157,9 +229,14 @@ func (e *Engine) passWorkload(en *scheduler.Entry) *Workload {
 func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time) {
 	w := e.passWorkload(en)
 	if w == nil {
-		// A finished workload still queued: the admission's status write
-		// is an update, on which the workload controller drops it.
-		e.dropFinished(en.Workload.Key)
+		// A finished workload still queued: Kueue's scheduler reserves
+		// its quota all the same, and the admission's status write is an
+		// update on which the workload controller drops it and gives the
+		// quota back (see updated). It counts as an admission.
+		if fw := e.dropFinished(en.Workload.Key); fw != nil {
+			res.Admitted = append(res.Admitted, fw.Info.Key)
+			e.updated(fw, now)
+		}
 		return
 	}
 	if e.clusterQueues[en.Workload.ClusterQueue] == nil {
@@ -192,14 +269,69 @@ func (e *Engine) preempt(en *scheduler.Entry, now time.Time) {
 		if e.noPreemption {
 			break
 		}
-		if v := e.workloads[t.Workload.Key]; v != nil && v.Status == Admitted {
-			e.evict(v, Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}, now)
-			evicted = append(evicted, t)
+		v := e.workloads[t.Workload.Key]
+		if v == nil {
+			continue
 		}
+		ev := Eviction{Reason: EvictedByPreemption, Preemptor: t.Preemptor, PreemptorCQ: t.PreemptorCQ, Kind: t.Kind}
+		if v.Status == Admitted {
+			e.evict(v, ev, now)
+		} else {
+			e.reissued(v, ev, now)
+		}
+		evicted = append(evicted, t)
 	}
 	if len(evicted) > 0 && w != nil {
 		e.record(Decision{Kind: DecidedPreemption, Key: w.Info.Key, Targets: evicted})
 	}
+}
+
+// reissued is a preemption of a target that lost its quota while the
+// cycle that chose it waited for PodsReady (it timed out, was deactivated
+// or finished). Kueue's preemptor checks the Evicted condition of the
+// target as the cycle's snapshot holds it, so it evicts it again, and
+// writes the snapshot's copy of its status, admission and all
+// (preemption.go IssuePreemptions, applyPreemption): the workload holds
+// quota for a moment, loses the requeue state of its timeout, and its
+// eviction is now a preemption. The job controller clears the
+// reservation at once, which requeues the parked workloads of its
+// cohort; a timed-out workload is queued at once, by its creation time,
+// until the timer its timeout armed pushes the copy it kept then
+// (see ApplyRequeue).
+func (e *Engine) reissued(v *Workload, ev Eviction, now time.Time) {
+	ev.Key, ev.At = v.Info.Key, now
+	e.evictions = append(e.evictions, ev)
+	v.Evictions++
+	e.applyReissue(v, now)
+}
+
+// applyReissue is what a reissued preemption leaves (see reissued).
+func (e *Engine) applyReissue(v *Workload, now time.Time) {
+	if lq := e.localQueues[api.NamespacedName(v.Object.Namespace, v.Object.Spec.QueueName)]; lq != nil {
+		e.queues.QueueInadmissible(lq.Spec.ClusterQueue, now)
+	}
+	if v.Status != Pending || !v.timedOut {
+		return
+	}
+	v.timedOut = false
+	v.RequeueCount = 0
+	if !v.RequeueAt.IsZero() {
+		// Still in its backoff: the timeout's timer still fires.
+		stale := *v.Info
+		if v.evictedPriority != nil {
+			stale.Priority = *v.evictedPriority
+		}
+		v.stale, v.staleAt = &stale, v.RequeueAt
+	}
+	v.RequeueAt, v.evictedPriority = time.Time{}, nil
+	info := *v.Info
+	info.QueueTime, info.LastTried = info.Created, nil
+	if v.queuedIn != "" {
+		e.queues.Delete(v.queuedIn, v.Info.Key)
+	}
+	v.Info = &info
+	v.condPending = true
+	e.route(v, now)
 }
 
 // inPass reports whether a workload is one of the heads of a cycle that
@@ -232,32 +364,39 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	st := e.state(ad.ClusterQueue)
 	st.admitted[w.Info.Key] = w
 	st.total.Add(ad.Usage)
+	e.snapUsageChanged(ad.ClusterQueue, st)
 	w.queuedIn = ""
 	e.setStatus(w, Admitted)
 	w.Admission = &ad
 	w.AdmittedAt = now
 	w.Reason = nil
-	w.condMsg = ""
+	w.condPending = false
+	w.timedOut = false
 	w.PodsReady = false
 	w.Info.LastTried = nil
 	e.admissionSeq++
 	w.admissionSeq = e.admissionSeq
+	e.timerSeq++
+	w.timerSeq = e.timerSeq
 	w.record = admittedRecord(w)
-	e.admittedHash += hashAdmitted(w)
+	e.snapAdmitted(ad.ClusterQueue, w.record, true)
+	e.admittedHash += e.hashAdmitted(w)
 }
 
 // hashAdmitted identifies a workload's admission for oscillation checks.
-func hashAdmitted(w *Workload) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(w.Info.Key))
-	h.Write([]byte{0})
-	h.Write([]byte(w.Admission.ClusterQueue))
-	for _, fr := range w.Admission.Usage.Keys() {
-		h.Write([]byte{0})
-		h.Write([]byte(fr.Flavor))
-		h.Write([]byte(fr.Resource))
+func (e *Engine) hashAdmitted(w *Workload) uint64 {
+	h := fnvByte(fnvString(fnvOffset, w.Info.Key), 0)
+	h = fnvString(h, w.Admission.ClusterQueue)
+	cells := e.cellBuf[:0]
+	for fr := range w.Admission.Usage {
+		cells = append(cells, fr)
 	}
-	return h.Sum64()
+	slices.SortFunc(cells, quota.FlavorResource.Compare)
+	for _, fr := range cells {
+		h = fnvString(fnvString(fnvByte(h, 0), fr.Flavor), string(fr.Resource))
+	}
+	e.cellBuf = cells
+	return h
 }
 
 // notReady reports whether some admitted workload waits for PodsReady.
@@ -332,14 +471,26 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 	if e.settled && e.changes == e.settledAt {
 		return 0
 	}
-	defer func() { e.settled, e.settledAt, e.noPreemption = true, e.changes, false }()
+	defer func() {
+		e.settled, e.settledAt, e.cutLoop, e.noPreemption = true, e.changes, e.noPreemption, false
+	}()
 	e.queues.DrainUnparked()
 	fp := e.fingerprint()
-	seen := map[uint64]bool{fp + e.passMark(): true}
+	// The states seen are those after each cycle since the last admission
+	// or eviction, as the oracle counts them: not the state the run
+	// starts from, nor the one an admission or eviction left.
+	seen := map[uint64]bool{}
 	whole := map[uint64]bool{(fp + e.passMark()) ^ e.admittedHash: true}
 	for n := 1; n <= MaxCycles; n++ {
 		evictions := len(e.evictions)
 		res := e.Cycle(now)
+		if e.onCycle != nil && res.Heads > 0 {
+			e.onCycle(res)
+		}
+		if res.Heads == 0 && len(e.evictions) == evictions {
+			// No head, or the cycle waits for PodsReady.
+			return n
+		}
 		for i := range res.Entries {
 			en := &res.Entries[i]
 			for _, t := range en.Targets {
@@ -354,12 +505,27 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 			fp = e.rehash(fp, k)
 		}
 		if len(e.evictions) > evictions {
-			// Released quota may have outdated retry states.
-			for k, w := range e.pending {
-				if w.Info.LastTried != nil {
-					fp = e.rehash(fp, k)
+			// Released quota may have outdated retry states. Only a share
+			// hashed with a retry state can change (one hashed without it
+			// stays so, since generations only grow within a run), and only
+			// in the cohort, or the queue alone, that released quota.
+			var groups []string
+			for _, cq := range e.releasedIn {
+				if g := e.triedGroup(cq); !slices.Contains(groups, g) {
+					groups = append(groups, g)
 				}
 			}
+			for _, g := range groups {
+				for k, w := range e.triedHashed[g] {
+					if w.Status == Pending && w.Info.LastTried != nil {
+						fp = e.rehash(fp, k)
+					}
+				}
+			}
+		}
+		e.releasedIn = e.releasedIn[:0]
+		if e.afterCycle != nil {
+			e.afterCycle(fp)
 		}
 		// A cycle waiting for PodsReady is part of the state.
 		st := fp + e.passMark()
@@ -368,7 +534,7 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 				e.noPreemption = true
 			}
 			whole[st^e.admittedHash] = true
-			seen = map[uint64]bool{st: true}
+			clear(seen)
 			continue
 		}
 		if seen[st] {
@@ -377,6 +543,20 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		seen[st] = true
 	}
 	return MaxCycles
+}
+
+// Settle runs to quiescence even when nothing changed since the last run
+// ended, as the oracle settles again before each expect and at the end of
+// a scenario (and on both sides of an advance): a run ends at a repeated
+// state, but not every condition of a workload is part of that state (see
+// condPending), so the next run may go on. The simulator settles this
+// way; a service calls RunToQuiescence. Settle never restarts a loop the
+// last run cut short.
+func (e *Engine) Settle(now time.Time) int {
+	if !e.cutLoop {
+		e.settled = false
+	}
+	return e.RunToQuiescence(now)
 }
 
 // rehash replaces a workload's share of the fingerprint. A share computed
@@ -389,47 +569,104 @@ func (e *Engine) rehash(fp uint64, key string) uint64 {
 	if w.hashEpoch == e.epoch {
 		fp -= w.hash
 	}
-	w.hash, w.hashEpoch = e.hashPending(w), e.epoch
+	e.setHash(w)
 	return fp + w.hash
+}
+
+// setHash stores a workload's share for the current epoch and keeps
+// triedHashed: the shares that a release of quota may change.
+func (e *Engine) setHash(w *Workload) {
+	var tried bool
+	w.hash, tried = e.hashPending(w)
+	w.hashEpoch = e.epoch
+	g := ""
+	if tried {
+		g = e.triedGroup(w.Info.ClusterQueue)
+	}
+	if w.hashGroup != "" && w.hashGroup != g {
+		delete(e.triedHashed[w.hashGroup], w.Info.Key)
+	}
+	w.hashGroup = g
+	if g != "" {
+		m := e.triedHashed[g]
+		if m == nil {
+			m = map[string]*Workload{}
+			e.triedHashed[g] = m
+		}
+		m[w.Info.Key] = w
+	}
+}
+
+// triedGroup is whose release of quota outdates the retry states of a
+// ClusterQueue's workloads (see currentTried): its cohort's members, or
+// the queue alone. A NUL, which no name holds, tells a queue from a cohort.
+func (e *Engine) triedGroup(cq string) string {
+	if c := e.clusterQueues[cq]; c != nil && c.Spec.Cohort != "" {
+		return c.Spec.Cohort
+	}
+	return "\x00" + cq
 }
 
 // fingerprint hashes what the next cycle depends on: which pending
 // workloads are in a heap or parked, and their retry state.
 func (e *Engine) fingerprint() uint64 {
 	e.epoch++
+	clear(e.triedHashed)
+	e.releasedIn = e.releasedIn[:0]
 	var sum uint64
 	for _, w := range e.pending {
-		w.hash, w.hashEpoch = e.hashPending(w), e.epoch
+		e.setHash(w)
 		sum += w.hash
 	}
 	for _, w := range e.finishedQueued {
-		w.hash, w.hashEpoch = e.hashPending(w), e.epoch
+		e.setHash(w)
 		sum += w.hash
 	}
 	return sum
 }
 
-func (e *Engine) hashPending(w *Workload) uint64 {
+// FNV-1a, inlined so that hashing a head allocates nothing.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
+
+// hashPending is a workload's share of the fingerprint, and whether it
+// covers a retry state.
+func (e *Engine) hashPending(w *Workload) (uint64, bool) {
 	if w.Status != Pending && (w.Status != Finished || w.queuedIn == "") {
-		return 0
+		return 0, false
 	}
-	h := fnv.New64a()
-	h.Write([]byte(w.Info.Key))
+	h := fnvString(fnvOffset, w.Info.Key)
 	if q := e.queues.Lookup(w.queuedIn); q != nil && q.Parked(w.Info.Key) {
-		h.Write([]byte{0, 'p'})
+		h = fnvByte(fnvByte(h, 0), 'p')
 	}
-	if t := e.currentTried(w); t != nil {
-		var buf []byte
-		for _, ps := range t.Index {
-			for _, r := range slices.Sorted(maps.Keys(ps)) {
-				buf = append(buf, r...)
-				buf = append(buf, byte(ps[r]+2))
-			}
-			buf = append(buf, ';')
+	t := e.currentTried(w)
+	if t == nil {
+		return h, false
+	}
+	for _, ps := range t.Index {
+		keys := e.resBuf[:0]
+		for r := range ps {
+			keys = append(keys, r)
 		}
-		h.Write(buf)
+		slices.Sort(keys)
+		for _, r := range keys {
+			h = fnvByte(fnvString(h, string(r)), byte(ps[r]+2))
+		}
+		e.resBuf = keys
+		h = fnvByte(h, ';')
 	}
-	return h.Sum64()
+	return h, true
 }
 
 // currentTried is a pending workload's retry state as its next attempt
@@ -472,29 +709,34 @@ func (e *Engine) cohortGeneration(cohort string) int64 {
 // finished workload still queued that was not admitted. Kueue's scheduler
 // requeues every entry it did not admit, and RequeueWorkload refuses only
 // a workload that is gone or holds quota (pkg/queue/manager.go): a
-// finished one goes back to its queue. When the cycle that waited ends,
-// the scheduler writes the entry's pending status if its message changed
-// (requeueAndUpdate, UnsetQuotaReservationWithCondition), and that update
-// makes the workload controller drop it (WorkloadReconciler.Update, status
-// finished). Once requeued, Kueue v0.6.3 under the oracle keeps popping it
-// whatever its later messages; it leaves the queue when it is deleted,
-// when its spec is updated, or when it fits (the admission write). Until
-// then it is tried like any head and can hold a StrictFIFO queue back.
-func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) {
-	queued := e.finishedQueued[en.Workload.Key] != nil
+// finished one goes back to its queue. The scheduler then writes the
+// entry's pending condition (requeueAndUpdate,
+// UnsetQuotaReservationWithCondition); if that is an update event (see
+// condPending), the workload controller drops it (WorkloadReconciler.Update,
+// status finished): requeueFinished returns it for updated. Otherwise
+// Kueue v0.6.3 under the oracle keeps popping it whatever its later
+// messages; it leaves the queue when it is deleted, when its spec is
+// updated, or when it fits (the admission write). Until then it is tried
+// like any head and can hold a StrictFIFO queue back.
+func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) (update *Workload) {
+	listed := e.finishedQueued[en.Workload.Key] != nil && e.workloads[en.Workload.Key].listed
 	w := e.dropFinished(en.Workload.Key)
-	if w == nil || (!queued && (en.Reason == nil || en.Reason.Message != w.condMsg)) {
-		return
+	if w == nil {
+		return nil
 	}
-	cq, why := e.target(w.Object)
-	if why != nil {
-		return
+	if cq, why := e.target(w.Object); why == nil {
+		w.listed = listed
+		w.Info.ClusterQueue = cq
+		w.Info.LastTried = en.Tried
+		w.queuedIn = cq
+		e.finishedQueued[w.Info.Key] = w
+		e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
 	}
-	w.Info.ClusterQueue = cq
-	w.Info.LastTried = en.Tried
-	w.queuedIn = cq
-	e.finishedQueued[w.Info.Key] = w
-	e.queues.Requeue(&queue.Entry{Workload: w.Info}, en.Requeue, now)
+	if w.condPending {
+		return nil
+	}
+	w.condPending = true
+	return w
 }
 
 // dropFinished takes a finished workload out of its queue, if it is
@@ -509,5 +751,6 @@ func (e *Engine) dropFinished(key string) *Workload {
 		w.queuedIn = ""
 	}
 	delete(e.finishedQueued, key)
+	w.listed = false
 	return w
 }

@@ -101,10 +101,17 @@ func (e *Engine) Unadmit(key string, now time.Time) error {
 }
 
 // ApplyEviction applies an eviction read back from the event log to a
-// workload that still holds quota; the workload returns to its queue.
+// workload that still holds quota; the workload returns to its queue. A
+// preemption of a workload that timed out waiting for PodsReady since it
+// was chosen is applied as Kueue's reissued one is (see reissued); the
+// engine that decided it applied it already.
 func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 	e.changes++
 	w := e.workloads[key]
+	if w != nil && w.Status == Pending && w.timedOut && ev.Reason == EvictedByPreemption {
+		e.applyReissue(w, now)
+		return true
+	}
 	if w == nil || w.Status != Admitted {
 		return false
 	}
@@ -114,11 +121,11 @@ func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 }
 
 // NoteReason records a reason read back from the log as already
-// published, so a new leader does not publish it again; its message is
-// the one the workload carries (see requeueFinished).
+// published, so a new leader does not publish it again; it is also the
+// condition the workload carries (see condPending).
 func (e *Engine) NoteReason(key string, r scheduler.Reason) {
 	if w := e.workloads[key]; w != nil {
 		w.publishedReason = &r
-		w.condMsg = r.Message
+		w.condPending = r.Token != scheduler.WaitingForPodsReady
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/podsready"
 	"github.com/jetqueue/jetqueue/libs/queue"
@@ -49,7 +52,20 @@ type Workload struct {
 	// timed out waiting for PodsReady, and when it may queue again.
 	RequeueCount int32
 	RequeueAt    time.Time
+	// evictedPriority is its priority when a PodsReady timeout evicted
+	// it, while it waits out the backoff (see ApplyRequeue).
+	evictedPriority *int32
+	// timedOut is set while its last eviction is a PodsReady timeout and
+	// it has not been admitted since; stale and staleAt are the copy of
+	// it a reissued preemption left for the timeout's timer to push (see
+	// reissued).
+	timedOut     bool
+	stale        *scheduler.Workload
+	staleAt      time.Time
 	admissionSeq uint64
+	// timerSeq orders its timer among those due at the same instant: it
+	// is set when the timer is armed (see DueTimers).
+	timerSeq uint64
 	// record is its entry among its queue's admitted workloads.
 	record *scheduler.AdmittedWorkload
 	// queuedIn is the ClusterQueue whose pending queue holds it, if any.
@@ -57,15 +73,28 @@ type Workload struct {
 	// hash is its share of the quiescence fingerprint of run hashEpoch.
 	hash      uint64
 	hashEpoch uint64
+	// hashGroup is the triedHashed group holding it, if any.
+	hashGroup string
 	// finishedIn is the ClusterQueue it was admitted to when it finished:
 	// Kueue keeps that admission in a finished workload's status.
 	finishedIn string
+	// listed is set for a finished workload that Kueue's LocalQueue
+	// lists: one that finished without quota before its LocalQueue
+	// existed, which Manager.AddLocalQueue adds to the queues all the
+	// same (it skips only the workloads that hold quota). It is queued
+	// whenever its ClusterQueue exists (see reroute), until it leaves as
+	// a finished workload does (see requeueFinished).
+	listed bool
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
-	// condMsg is the pending message Kueue's scheduler last wrote on the
-	// workload; empty when an admission or eviction wrote the condition
-	// since, or nothing did (see requeueFinished).
-	condMsg string
+	// condPending is set while its QuotaReserved condition is False with
+	// reason Pending, as Kueue's scheduler writes it after an attempt and
+	// the job controller when the workload loses its quota. Another
+	// attempt then rewrites at most the condition's message, which under
+	// the oracle makes no watch event; a write that sets the condition
+	// otherwise (none yet, Inadmissible, Waiting) is an update the
+	// workload controller handles (see updated).
+	condPending bool
 }
 
 // Engine holds the whole admission state.
@@ -102,10 +131,16 @@ type Engine struct {
 	changes, settledAt uint64
 	settled            bool
 	// noPreemption is set for the rest of a run once it has looped
-	// (see RunToQuiescence).
-	noPreemption bool
+	// (see RunToQuiescence); cutLoop is set when the last run did.
+	noPreemption, cutLoop bool
 	// admissionSeq counts admissions, to order those of one instant.
 	admissionSeq uint64
+	// timerSeq counts timers armed (see Workload.timerSeq); evictedAt and
+	// evictedTick number the PodsReady timeouts of one instant (see
+	// ApplyTimeout).
+	timerSeq    uint64
+	evictedAt   time.Time
+	evictedTick time.Duration
 	// admittedHash sums hashAdmitted over admitted workloads.
 	admittedHash uint64
 	// pass is a cycle that blockAdmission stopped at an entry that fits:
@@ -116,7 +151,48 @@ type Engine struct {
 	finishedQueued map[string]*Workload
 	// cohortGens caches cohortGeneration; nil when stale.
 	cohortGens map[string]int64
+	// onCycle, when set, is told of every cycle of a run that popped heads
+	// (Kueue's admission attempts); see ObserveCycles.
+	onCycle func(CycleResult)
+	// triedHashed are the workloads whose share of this run's fingerprint
+	// covers a retry state, the only shares a release of quota changes, by
+	// triedGroup of their ClusterQueue; releasedIn are the queues that
+	// released quota since the fingerprint last looked.
+	triedHashed map[string]map[string]*Workload
+	releasedIn  []string
+	// afterCycle, set by tests only, sees the fingerprint after each cycle
+	// of a run.
+	afterCycle func(fp uint64)
+	// resBuf and cellBuf are scratch space for hashPending and
+	// hashAdmitted.
+	resBuf  []corev1.ResourceName
+	cellBuf []quota.FlavorResource
+
+	// snap is the scheduler's view, kept from cycle to cycle and brought
+	// up to date by Snapshot; nil once the configuration changed.
+	snap *scheduler.Snapshot
+	// snapPreempting says whether snap lists admitted workloads.
+	snapPreempting bool
+	// snapDirty are the ClusterQueues whose usage or generation changed
+	// since snap was brought up to date, and snapOps the admitted
+	// workloads to list or unlist there, in order.
+	snapDirty []string
+	snapOps   []snapOp
+	// nsLabels caches namespaceLabels.
+	nsLabels map[string]labels.Set
 }
+
+// snapOp lists (add) or unlists an admitted workload in the snapshot.
+type snapOp struct {
+	cq  string
+	rec *scheduler.AdmittedWorkload
+	add bool
+}
+
+// ObserveCycles has f called after every cycle RunToQuiescence runs that
+// took at least one head: a service's metrics count and time Kueue's
+// admission attempts with it. f must not change the engine.
+func (e *Engine) ObserveCycles(f func(CycleResult)) { e.onCycle = f }
 
 // Eviction records a workload losing its quota.
 type Eviction struct {
@@ -151,6 +227,8 @@ type cqState struct {
 	admitted   map[string]*Workload
 	total      quota.Usage
 	generation int64
+	// dirty is set while the queue is in Engine.snapDirty.
+	dirty bool
 }
 
 // New returns an empty engine.
@@ -169,6 +247,8 @@ func New() *Engine {
 		queues:         queue.NewManager(),
 		toDrain:        map[string]bool{},
 		finishedQueued: map[string]*Workload{},
+		triedHashed:    map[string]map[string]*Workload{},
+		nsLabels:       map[string]labels.Set{},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/podsready"
+	"github.com/jetqueue/jetqueue/libs/queue"
 )
 
 // ErrNotAdmitted is returned for PodsReady on a workload without quota.
@@ -36,6 +37,7 @@ type Timer struct {
 	Timeout *podsready.Timeout
 	// RequeueCount is how often the workload timed out before.
 	RequeueCount int32
+	seq          uint64
 }
 
 // NextTimer returns when the next timer is due. A service sleeps until
@@ -43,9 +45,11 @@ type Timer struct {
 func (e *Engine) NextTimer() (time.Time, bool) {
 	var next time.Time
 	e.timed(func(w *Workload) {
-		if t, ok := e.timerOf(w); ok && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
+		e.timersOf(w, func(t time.Time, _ bool) {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		})
 	})
 	return next, !next.IsZero()
 }
@@ -67,14 +71,20 @@ func (e *Engine) timed(f func(*Workload)) {
 	}
 }
 
-func (e *Engine) timerOf(w *Workload) (time.Time, bool) {
+// timersOf calls f with each timer a workload has, and whether it is a
+// PodsReady timeout: that timeout while it is admitted and not ready, the
+// end of its backoff, and the push of the copy a reissued preemption left
+// (see reissued), which is due whatever the workload became since.
+func (e *Engine) timersOf(w *Workload, f func(at time.Time, timeout bool)) {
 	switch {
 	case e.podsReady.Enable && w.Status == Admitted && !w.PodsReady:
-		return e.podsReady.Deadline(w.AdmittedAt), true
+		f(e.podsReady.Deadline(w.AdmittedAt), true)
 	case e.waitingBackoff(w):
-		return w.RequeueAt, true
+		f(w.RequeueAt, false)
 	}
-	return time.Time{}, false
+	if !w.staleAt.IsZero() {
+		f(w.staleAt, false)
+	}
 }
 
 // waitingBackoff reports whether a workload sits out a requeue backoff.
@@ -82,25 +92,32 @@ func (e *Engine) waitingBackoff(w *Workload) bool {
 	return w.Status == Pending && w.queuedIn == "" && !w.RequeueAt.IsZero()
 }
 
-// DueTimers returns every timer due at or before now, in time order (then
-// key order), each decided as if it fired at now. It changes nothing: the
-// podsready service publishes them, and FireTimers applies them.
+// DueTimers returns every timer due at or before now, in time order, each
+// decided as if it fired at now. Timers of one instant come in the order
+// they were armed (a PodsReady timeout at admission, the end of a backoff
+// at the eviction), as Kueue's controllers set them up one after another;
+// then in key order. It changes nothing: the podsready service publishes
+// them, and FireTimers applies them.
 func (e *Engine) DueTimers(now time.Time) []Timer {
 	var due []Timer
 	e.timed(func(w *Workload) {
-		at, ok := e.timerOf(w)
-		if !ok || at.After(now) {
-			return
-		}
-		t := Timer{Key: w.Info.Key, At: at, RequeueCount: w.RequeueCount}
-		if w.Status == Admitted {
-			d := e.podsReady.OnTimeout(w.RequeueCount, now)
-			t.Timeout = &d
-		}
-		due = append(due, t)
+		e.timersOf(w, func(at time.Time, timeout bool) {
+			if at.After(now) {
+				return
+			}
+			t := Timer{Key: w.Info.Key, At: at, RequeueCount: w.RequeueCount, seq: w.timerSeq}
+			if timeout {
+				d := e.podsReady.OnTimeout(w.RequeueCount, now)
+				t.Timeout = &d
+			}
+			due = append(due, t)
+		})
 	})
 	slices.SortFunc(due, func(a, b Timer) int {
 		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Key, b.Key)
@@ -135,8 +152,21 @@ func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time)
 	}
 	e.setStatus(w, Pending)
 	w.RequeueCount, w.RequeueAt = count, requeueAt
+	w.timedOut = true
+	p := w.Info.Priority
+	w.evictedPriority = &p
+	e.timerSeq++
+	w.timerSeq = e.timerSeq
 	if e.podsReady.ByEviction {
-		w.Info.QueueTime = now
+		// Workloads evicted at the same instant queue in eviction order,
+		// after those created then: Kueue orders them by the Evicted
+		// condition's time, which the oracle keeps apart by a nanosecond
+		// per transition.
+		if !now.Equal(e.evictedAt) {
+			e.evictedAt, e.evictedTick = now, 0
+		}
+		e.evictedTick++
+		w.Info.QueueTime = now.Add(e.evictedTick)
 	}
 	e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByPodsReadyTimeout, At: now})
 	e.wake(now)
@@ -171,13 +201,47 @@ func (e *Engine) timedOut(key string, now time.Time) *Workload {
 
 // ApplyRequeue returns a workload whose backoff ended to its queue. It
 // does nothing unless the workload is waiting out a backoff.
+//
+// It is queued as it was when it was evicted: Kueue's workload controller
+// requeues, when the backoff ends, the copy of the workload it took from
+// the eviction's update event (WorkloadReconciler.Update, the
+// time.AfterFunc of case quotaReserved/admitted to pending, through
+// Manager.AddOrUpdateWorkload and PushOrUpdate, which replaces a newer
+// version parked meanwhile). So a priority set during the backoff is not
+// the one it is queued with; the workload gets it back the first time it
+// is popped and requeued (Manager.RequeueWorkload reads the newest
+// object), or when it is updated again.
+//
+// It also carries out the push a reissued preemption left (see reissued):
+// when it is due, the copy kept at the timeout replaces the workload's
+// queue item, as Kueue's timer pushes it (PushOrUpdate), if the workload
+// is pending then.
 func (e *Engine) ApplyRequeue(key string, now time.Time) bool {
 	e.changes++
 	w := e.workloads[key]
+	if w != nil && !w.staleAt.IsZero() && !now.Before(w.staleAt) {
+		stale := *w.stale
+		w.stale, w.staleAt = nil, time.Time{}
+		if w.Status != Pending || w.queuedIn == "" {
+			return false
+		}
+		stale.ClusterQueue, stale.LastTried = w.Info.ClusterQueue, nil
+		e.queues.Delete(w.queuedIn, key)
+		e.queues.Push(&queue.Entry{Workload: &stale}, true, now)
+		return true
+	}
 	if w == nil || !e.waitingBackoff(w) {
 		return false
 	}
 	w.RequeueAt = time.Time{}
+	p := w.evictedPriority
+	w.evictedPriority = nil
 	e.route(w, now)
+	if p != nil && *p != w.Info.Priority && w.queuedIn != "" {
+		stale := *w.Info
+		stale.Priority = *p
+		e.queues.Delete(w.queuedIn, key)
+		e.queues.Push(&queue.Entry{Workload: &stale}, true, now)
+	}
 	return true
 }

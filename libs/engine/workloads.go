@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +25,7 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	if e.workloads[key] != nil {
 		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
 	}
-	w := &Workload{Object: wl, Info: buildInfo(wl, key, created)}
+	w := &Workload{Object: wl, Info: buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace))}
 	e.workloads[key] = w
 	e.setStatus(w, Pending)
 	if wl.Spec.Active != nil && !*wl.Spec.Active {
@@ -35,15 +36,25 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	return w, nil
 }
 
+// namespaceLabels are a namespace's labels: without Namespace objects, the
+// only one is the label Kubernetes always sets. One set per namespace is
+// shared by its workloads, which only read it.
+func (e *Engine) namespaceLabels(ns string) labels.Set {
+	l := e.nsLabels[ns]
+	if l == nil {
+		l = labels.Set{corev1.LabelMetadataName: ns}
+		e.nsLabels[ns] = l
+	}
+	return l
+}
+
 // buildInfo derives the scheduler's view of a workload.
-func buildInfo(wl *api.Workload, key string, created time.Time) *scheduler.Workload {
+func buildInfo(wl *api.Workload, key string, created time.Time, nsLabels labels.Set) *scheduler.Workload {
 	info := &scheduler.Workload{
-		Key:       key,
-		Namespace: wl.Namespace,
-		UID:       string(wl.UID),
-		// Without Namespace objects, a namespace's only label is the one
-		// Kubernetes always sets.
-		NamespaceLabels: labels.Set{corev1.LabelMetadataName: wl.Namespace},
+		Key:             key,
+		Namespace:       wl.Namespace,
+		UID:             string(wl.UID),
+		NamespaceLabels: nsLabels,
 		Priority:        api.WorkloadPriority(wl),
 		Created:         created,
 		QueueTime:       created,
@@ -78,6 +89,8 @@ func (e *Engine) route(w *Workload, now time.Time) {
 	w.queuedIn = ""
 	if reason != nil {
 		w.Reason = reason
+		// The workload reconcile writes it as an Inadmissible condition.
+		w.condPending = false
 		return
 	}
 	w.Reason = nil
@@ -103,6 +116,10 @@ func (e *Engine) target(wl *api.Workload) (string, *scheduler.Reason) {
 func (e *Engine) reroute(now time.Time) {
 	for _, key := range sortedKeys(e.workloads) {
 		w := e.workloads[key]
+		if w.listed {
+			e.relist(w, now)
+			continue
+		}
 		if w.Status != Pending || e.waitingBackoff(w) {
 			continue
 		}
@@ -114,6 +131,34 @@ func (e *Engine) reroute(now time.Time) {
 			e.queues.Delete(w.queuedIn, key)
 		}
 		e.route(w, now)
+	}
+}
+
+// relist queues a listed finished workload (see Workload.listed) while
+// its LocalQueue and ClusterQueue exist, as Kueue's LocalQueue items are
+// pushed to a ClusterQueue created later (Manager.AddClusterQueue).
+func (e *Engine) relist(w *Workload, now time.Time) {
+	cq, why := e.target(w.Object)
+	switch {
+	case why == nil && w.queuedIn == cq:
+	case why == nil:
+		if w.queuedIn != "" {
+			e.queues.Delete(w.queuedIn, w.Info.Key)
+		}
+		w.Info.ClusterQueue, w.queuedIn = cq, cq
+		e.finishedQueued[w.Info.Key] = w
+		e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
+	default:
+		if why.Token == scheduler.LocalQueueNotFound {
+			// Manager.DeleteLocalQueue forgets its items.
+			e.dropFinished(w.Info.Key)
+			return
+		}
+		if w.queuedIn != "" {
+			e.queues.Delete(w.queuedIn, w.Info.Key)
+			w.queuedIn = ""
+		}
+		delete(e.finishedQueued, w.Info.Key)
 	}
 }
 
@@ -133,7 +178,48 @@ func (e *Engine) Finish(key string, now time.Time) error {
 	e.leave(w, now)
 	e.setStatus(w, Finished)
 	w.Reason = nil
+	// Whatever it was, pending included, a workload that finishes
+	// requeues the parked workloads of its LocalQueue's ClusterQueue and
+	// cohort (Kueue's WorkloadReconciler.Update, case status finished:
+	// QueueAssociatedInadmissibleWorkloadsAfter).
+	if lq := e.localQueues[api.NamespacedName(w.Object.Namespace, w.Object.Spec.QueueName)]; lq != nil {
+		e.queues.QueueInadmissible(lq.Spec.ClusterQueue, now)
+	}
 	e.wake(now)
+	return nil
+}
+
+// SetActive sets a workload's spec.active, as a user does (kueuectl stop
+// and resume workload). Deactivating a pending workload takes it out of its
+// queue; an admitted one also leaves its quota, as Kueue evicts it with
+// reason InactiveWorkload; either way its requeue state is reset.
+// Reactivating an inactive workload puts it back in its queue with its
+// creation time. Anything else only records the field.
+func (e *Engine) SetActive(key string, active bool, now time.Time) error {
+	e.changes++
+	w := e.workloads[key]
+	if w == nil {
+		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
+	}
+	w.Object.Spec.Active = &active
+	switch {
+	case !active && (w.Status == Pending || w.Status == Admitted):
+		admitted := w.Status == Admitted
+		e.leave(w, now)
+		e.setStatus(w, Inactive)
+		w.Reason, w.RequeueCount, w.RequeueAt = nil, 0, time.Time{}
+		if admitted {
+			w.Evictions++
+			w.Info.LastTried = nil
+			e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
+		}
+		e.wake(now)
+	case active && w.Status == Inactive:
+		e.setStatus(w, Pending)
+		w.RequeueCount, w.RequeueAt = 0, time.Time{}
+		w.Info.QueueTime = w.Info.Created
+		e.route(w, now)
+	}
 	return nil
 }
 
@@ -178,12 +264,19 @@ func (e *Engine) leave(w *Workload, now time.Time) {
 func (e *Engine) release(w *Workload, now time.Time) {
 	cq := w.Admission.ClusterQueue
 	st := e.state(cq)
-	e.admittedHash -= hashAdmitted(w)
+	e.admittedHash -= e.hashAdmitted(w)
 	delete(st.admitted, w.Info.Key)
 	st.total.Sub(w.Admission.Usage)
 	st.generation++
+	if !slices.Contains(e.releasedIn, cq) {
+		e.releasedIn = append(e.releasedIn, cq)
+	}
+	e.snapUsageChanged(cq, st)
+	e.snapAdmitted(cq, w.record, false)
 	e.cohortGens = nil
-	w.condMsg = ""
+	// Kueue's job controller clears the reservation with a Pending
+	// condition (jobframework, handle eviction).
+	w.condPending = true
 	w.Admission = nil
 	w.record = nil
 	w.PodsReady = false
@@ -219,7 +312,9 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	w.Info = &info
 	if w.Status == Admitted {
 		// Its protection against preemption changes at once.
+		e.snapAdmitted(w.Admission.ClusterQueue, w.record, false)
 		w.record = admittedRecord(w)
+		e.snapAdmitted(w.Admission.ClusterQueue, w.record, true)
 	}
 	return nil
 }

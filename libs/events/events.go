@@ -20,6 +20,16 @@
 //	│
 //	└── PriorityChanged (any non-final state); WorkloadDeleted ends any state.
 //
+// WorkloadExpired ends a finished workload once the log's retention has
+// passed (libs/retention): every decider forgets it as if deleted, its
+// name is free again, and the projection keeps it as finished history.
+//
+// ActiveChanged is spec.active set by a user (jqctl stop|resume workload):
+// false takes a pending or admitted workload to inactive (an admitted one
+// leaves its quota, as Kueue evicts it with reason InactiveWorkload);
+// true puts an inactive workload back in its queue. Every consumer
+// applies it as it reads it; no decision follows it.
+//
 // Config events (ConfigApplied, ConfigDeleted) share the stream, so that
 // replaying JQ_EVENTS from the start rebuilds every decision in order.
 package events
@@ -72,6 +82,13 @@ func WorkloadSubject(namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "wl", Token(namespace), Token(name)}, ".")
 }
 
+// IsWorkloadSubject says whether subject is a WorkloadSubject: the
+// subjects writers fence on, and the only ones whose positions the
+// deciders keep.
+func IsWorkloadSubject(subject string) bool {
+	return strings.HasPrefix(subject, SubjectRoot+".wl.")
+}
+
 // PlacedSubject is where the scorer's advice about a workload goes. It is
 // not the workload's subject: a placement is not a state transition, and
 // must not move the sequence that the workload's writers fence on.
@@ -96,7 +113,9 @@ const (
 	ConfigDeleted       Type = "io.jetqueue.config.deleted.v1"
 	WorkloadSubmitted   Type = "io.jetqueue.workload.submitted.v1"
 	PriorityChanged     Type = "io.jetqueue.workload.prioritychanged.v1"
+	ActiveChanged       Type = "io.jetqueue.workload.activechanged.v1"
 	WorkloadDeleted     Type = "io.jetqueue.workload.deleted.v1"
+	WorkloadExpired     Type = "io.jetqueue.workload.expired.v1"
 	WorkloadFinished    Type = "io.jetqueue.workload.finished.v1"
 	PodsReady           Type = "io.jetqueue.workload.podsready.v1"
 	QuotaReserved       Type = "io.jetqueue.workload.quotareserved.v1"
@@ -194,7 +213,9 @@ var payloads = map[Type]func() any{
 	ConfigDeleted:       func() any { return new(ConfigRef) },
 	WorkloadSubmitted:   func() any { return new(WorkloadSubmittedData) },
 	PriorityChanged:     func() any { return new(PriorityChangedData) },
+	ActiveChanged:       func() any { return new(ActiveChangedData) },
 	WorkloadDeleted:     func() any { return new(WorkloadRef) },
+	WorkloadExpired:     func() any { return new(WorkloadRef) },
 	WorkloadFinished:    func() any { return new(WorkloadFinishedData) },
 	PodsReady:           func() any { return new(WorkloadRef) },
 	QuotaReserved:       func() any { return new(QuotaReservedData) },
@@ -207,6 +228,11 @@ var payloads = map[Type]func() any{
 	BatchSkipped:        func() any { return new(BatchSkippedData) },
 	BatchClosed:         func() any { return new(BatchClosedData) },
 }
+
+// Ends says whether an event of type t ends its workload's life in the
+// live state: a deletion, or the expiry of a finished workload. After it
+// the workload's name is free and no decider knows the workload.
+func Ends(t Type) bool { return t == WorkloadDeleted || t == WorkloadExpired }
 
 // Types lists every event type, for docs and tests.
 func Types() []Type {
@@ -339,6 +365,12 @@ func batchIDRune(r rune) bool {
 type PriorityChangedData struct {
 	WorkloadRef
 	Priority int32 `json:"priority"`
+}
+
+// ActiveChangedData is a new spec.active.
+type ActiveChangedData struct {
+	WorkloadRef
+	Active bool `json:"active"`
 }
 
 // WorkloadFinishedData records that the job finished.

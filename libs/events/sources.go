@@ -12,6 +12,9 @@ const (
 	SourcePreemptor = "jetqueue/preemptor"
 	SourcePodsReady = "jetqueue/podsready"
 	SourceScorer    = "jetqueue/scorer"
+	// SourceRetention expires finished workloads (libs/retention; the
+	// role runs in ingest under the retention lease).
+	SourceRetention = "jetqueue/retention"
 )
 
 // decisionOwners names, for each decision type, the one service that
@@ -31,6 +34,7 @@ var decisionOwners = map[Type]string{
 	Requeued:            SourcePodsReady,
 	Deactivated:         SourcePodsReady,
 	Placed:              SourceScorer,
+	WorkloadExpired:     SourceRetention,
 	// Only podsready's batches (one instant's timers) are published
 	// fenced event by event, so only it stands in for a refused member;
 	// admission's and ingest's batches are atomic.

@@ -11,6 +11,8 @@
 //   - No non-test source of a core package refers to time.Now,
 //     time.Since, time.Until, time.Sleep, time.After, time.AfterFunc,
 //     time.Tick, time.NewTimer or time.NewTicker: time is passed in.
+//     Importing time with a dot counts as such a reference, since the
+//     bare names cannot be told from the package's own.
 //
 // testdata/ holds one probe package per banned import and per banned
 // call; a test proves the rule catches each.

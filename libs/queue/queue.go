@@ -36,6 +36,8 @@ type Entry struct {
 	Workload *scheduler.Workload
 	// NotBefore parks the workload until then (waitForPodsReady backoff).
 	NotBefore time.Time
+	// pos is its index in its queue's heap while it is there.
+	pos int
 }
 
 // ClusterQueue is one queue's pending workloads.
@@ -57,7 +59,7 @@ type ClusterQueue struct {
 
 func newClusterQueue(name string) *ClusterQueue {
 	return &ClusterQueue{Name: name, parked: map[string]*Entry{}, inadmissibleCycle: -1,
-		heap: entryHeap{index: map[string]int{}}}
+		heap: entryHeap{index: map[string]*Entry{}}}
 }
 
 func (c *ClusterQueue) backoffOver(e *Entry, now time.Time) bool {
@@ -94,6 +96,9 @@ func (c *ClusterQueue) Parked(key string) bool { _, ok := c.parked[key]; return 
 // Manager routes pending workloads to their ClusterQueue.
 type Manager struct {
 	queues map[string]*ClusterQueue
+	// names are the queues' names in order; nil when a queue was added or
+	// removed since (see sortedNames).
+	names []string
 	// unparked are the workloads moved back from parked, for DrainUnparked.
 	unparked []string
 }
@@ -107,8 +112,21 @@ func (m *Manager) Queue(name string) *ClusterQueue {
 	if q == nil {
 		q = newClusterQueue(name)
 		m.queues[name] = q
+		m.names = nil
 	}
 	return q
+}
+
+// Footprint counts the entries the manager holds, for memory accounting:
+// workloads in the heaps, the heaps' index, parked workloads, and
+// unparked ones not yet drained.
+func (m *Manager) Footprint() (queued, indexed, parked, unparked int) {
+	for _, q := range m.queues {
+		queued += len(q.heap.items)
+		indexed += len(q.heap.index)
+		parked += len(q.parked)
+	}
+	return queued, indexed, parked, len(m.unparked)
 }
 
 // Lookup returns a queue or nil.
@@ -121,13 +139,14 @@ func (m *Manager) Remove(name string) []*scheduler.Workload {
 		return nil
 	}
 	delete(m.queues, name)
+	m.names = nil
 	return q.Pending()
 }
 
 // Heads pops the head of every active queue, in queue-name order.
 func (m *Manager) Heads() []*scheduler.Workload {
 	var heads []*scheduler.Workload
-	for _, name := range sortedNames(m.queues) {
+	for _, name := range m.sortedNames() {
 		q := m.queues[name]
 		if !q.Active {
 			continue
@@ -206,7 +225,7 @@ func (m *Manager) QueueInadmissible(cq string, now time.Time) {
 		m.unparked = q.requeueParked(now, m.unparked)
 		return
 	}
-	for _, name := range sortedNames(m.queues) {
+	for _, name := range m.sortedNames() {
 		if other := m.queues[name]; other.Cohort == q.Cohort {
 			m.unparked = other.requeueParked(now, m.unparked)
 		}
@@ -251,55 +270,61 @@ func (m *Manager) NextBackoff(now time.Time) (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
+// entryHeap is a ClusterQueue's heap. Each entry keeps its own position,
+// so that moving entries costs no map update; the map finds an entry by key.
 type entryHeap struct {
 	items []*Entry
-	index map[string]int
+	index map[string]*Entry
 }
 
 func (h *entryHeap) Len() int           { return len(h.items) }
 func (h *entryHeap) Less(i, j int) bool { return Less(h.items[i].Workload, h.items[j].Workload) }
 func (h *entryHeap) Swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.index[h.items[i].Workload.Key] = i
-	h.index[h.items[j].Workload.Key] = j
+	h.items[i].pos = i
+	h.items[j].pos = j
 }
 func (h *entryHeap) Push(x any) {
 	e := x.(*Entry)
-	h.index[e.Workload.Key] = len(h.items)
+	e.pos = len(h.items)
+	h.index[e.Workload.Key] = e
 	h.items = append(h.items, e)
 }
 func (h *entryHeap) Pop() any {
 	n := len(h.items) - 1
 	e := h.items[n]
+	h.items[n] = nil
 	h.items = h.items[:n]
 	delete(h.index, e.Workload.Key)
 	return e
 }
 func (h *entryHeap) has(key string) bool { _, ok := h.index[key]; return ok }
 func (h *entryHeap) upsert(e *Entry) {
-	if i, ok := h.index[e.Workload.Key]; ok {
+	if old, ok := h.index[e.Workload.Key]; ok {
+		i := old.pos
+		e.pos = i
 		h.items[i] = e
+		h.index[e.Workload.Key] = e
 		heap.Fix(h, i)
 		return
 	}
 	heap.Push(h, e)
 }
 func (h *entryHeap) remove(key string) {
-	if i, ok := h.index[key]; ok {
-		heap.Remove(h, i)
+	if e, ok := h.index[key]; ok {
+		heap.Remove(h, e.pos)
 	}
 }
 
-func mapsKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// sortedNames are the queues' names in order, kept until a queue is added
+// or removed: every cycle and every release walks them.
+func (m *Manager) sortedNames() []string {
+	if m.names == nil {
+		m.names = make([]string, 0, len(m.queues))
+		for name := range m.queues {
+			m.names = append(m.names, name)
+		}
+		slices.Sort(m.names)
 	}
-	return keys
-}
-
-func sortedNames(m map[string]*ClusterQueue) []string {
-	keys := mapsKeys(m)
-	slices.Sort(keys)
-	return keys
+	return m.names
 }

@@ -51,6 +51,8 @@ func Apply(eng *engine.Engine, ev events.Event) error {
 		return err
 	case *events.PriorityChangedData:
 		return eng.SetPriority(Key(d.WorkloadRef), d.Priority, now)
+	case *events.ActiveChangedData:
+		return eng.SetActive(Key(d.WorkloadRef), d.Active, now)
 	case *events.WorkloadFinishedData:
 		return eng.Finish(Key(d.WorkloadRef), now)
 	case *events.QuotaReservedData:
@@ -63,7 +65,8 @@ func Apply(eng *engine.Engine, ev events.Event) error {
 		eng.ApplyRequeue(Key(d.WorkloadRef), now)
 	case *events.WorkloadRef:
 		switch ev.Type {
-		case events.WorkloadDeleted:
+		case events.WorkloadDeleted, events.WorkloadExpired:
+			// An expiry ends a finished workload as a deletion does.
 			return eng.Delete(Key(*d), now)
 		case events.PodsReady:
 			if err := eng.PodsReady(Key(*d)); !errors.Is(err, engine.ErrNotAdmitted) {

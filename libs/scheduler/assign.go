@@ -147,7 +147,13 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 			a.add(&psa)
 			return a
 		}
-		for _, r := range sortedKeys(req) {
+		var buf [8]corev1.ResourceName
+		names := buf[:0]
+		for r := range req {
+			names = append(names, r)
+		}
+		slices.Sort(names)
+		for _, r := range names {
 			if _, done := psa.Flavors[r]; done {
 				continue
 			}
@@ -259,14 +265,15 @@ func (s *status) first() *blocker {
 func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 	req map[corev1.ResourceName]int64, ps *PodSet, lastIdx int) (map[corev1.ResourceName]FlavorChoice, *status) {
 	st := &status{}
-	var covered []corev1.ResourceName
+	var buf [8]corev1.ResourceName
+	covered := buf[:0]
 	for _, r := range g.Covered {
 		if _, ok := req[r]; ok {
 			covered = append(covered, r)
 		}
 	}
 	slices.Sort(covered)
-	selector := flavorSelector(ps, g)
+	selector, anyNode := flavorSelector(ps, g)
 	var best map[corev1.ResourceName]FlavorChoice
 	bestMode := NoFit
 	stoppedAt := -1
@@ -279,15 +286,22 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "flavor %s not found", name)
 			continue
 		}
-		if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), f.Taints, ps.Tolerations, func(t *corev1.Taint) bool {
-			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-		}, false); bad {
-			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "untolerated taint %s in flavor %s", taint.ToString(), name)
-			continue
+		// A flavor without taints taints nothing, and a podSet without node
+		// constraints on the group's keys matches every node: the checks
+		// are skipped for them, as they would allocate for nothing.
+		if len(f.Taints) > 0 {
+			if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), f.Taints, ps.Tolerations, func(t *corev1.Taint) bool {
+				return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+			}, false); bad {
+				st.add(blocker{token: NoMatchingFlavor, flavor: name}, "untolerated taint %s in flavor %s", taint.ToString(), name)
+				continue
+			}
 		}
-		if ok, err := selector.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: f.NodeLabels}}); !ok || err != nil {
-			st.add(blocker{token: NoMatchingFlavor, flavor: name}, "flavor %s doesn't match node affinity", name)
-			continue
+		if !anyNode {
+			if ok, err := selector.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: f.NodeLabels}}); !ok || err != nil {
+				st.add(blocker{token: NoMatchingFlavor, flavor: name}, "flavor %s doesn't match node affinity", name)
+				continue
+			}
 		}
 		stoppedAt = idx
 		borrow := false
@@ -410,15 +424,16 @@ func shortfall(used, val, limit int64) int64 {
 
 // flavorSelector keeps only the podSet's node constraints on label keys the
 // group's flavors define, as kube-scheduler's NodeAffinity filter would see
-// them on a node of that flavor.
-func flavorSelector(ps *PodSet, g *ResourceGroup) nodeaffinity.RequiredNodeAffinity {
-	var sel map[string]string
-	if len(ps.NodeSelector) != 0 {
-		sel = map[string]string{}
-		for k, v := range ps.NodeSelector {
-			if g.LabelKeys.Has(k) {
-				sel[k] = v
+// them on a node of that flavor; anyNode says none is left, so that it
+// matches every node.
+func flavorSelector(ps *PodSet, g *ResourceGroup) (sel nodeaffinity.RequiredNodeAffinity, anyNode bool) {
+	var labels map[string]string
+	for k, v := range ps.NodeSelector {
+		if g.LabelKeys.Has(k) {
+			if labels == nil {
+				labels = map[string]string{}
 			}
+			labels[k] = v
 		}
 	}
 	var aff *corev1.Affinity
@@ -443,5 +458,5 @@ func flavorSelector(ps *PodSet, g *ResourceGroup) nodeaffinity.RequiredNodeAffin
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 		}
 	}
-	return nodeaffinity.NewRequiredNodeAffinity(sel, aff)
+	return nodeaffinity.NewRequiredNodeAffinity(labels, aff), len(labels) == 0 && aff == nil
 }

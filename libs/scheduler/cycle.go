@@ -190,8 +190,8 @@ func (p *Pass) Walk() int {
 		}
 		cq := s.ClusterQueues[e.Workload.ClusterQueue]
 		if co := cq.Cohort; co != nil {
-			common := commonCells(p.cycleUsage[co.Name], e.Assignment.Usage)
-			if len(common) > 0 && ((mode == Fit && !cq.fitsInCohort(common)) || (mode == Preempt && p.cohortsDone[co.Name])) {
+			common, fits := cq.fitsInCohortAfter(p.cycleUsage[co.Name], e.Assignment.Usage)
+			if common && ((mode == Fit && !fits) || (mode == Preempt && p.cohortsDone[co.Name])) {
 				e.skipped = true
 				e.Tried = nil
 				e.Reason = &Reason{Token: CohortContention, Cohort: co.Name,
@@ -409,20 +409,6 @@ func toReserve(e *Entry, cq *ClusterQueue) quota.Usage {
 		}
 	}
 	return r
-}
-
-// commonCells sums cycle and entry usage over the cells both hold.
-func commonCells(cycle, entry quota.Usage) quota.Usage {
-	var out quota.Usage
-	for fr, v := range entry {
-		if c, ok := cycle[fr]; ok {
-			if out == nil {
-				out = quota.Usage{}
-			}
-			out[fr] = c + v
-		}
-	}
-	return out
 }
 
 // assignmentReason turns the first failing podSet into a Reason value.

@@ -29,6 +29,11 @@ type AdmittedWorkload struct {
 	// podSet holding all of Usage). A simulated preemption updates the
 	// cohort podSet by podSet (see preemptionSim.add).
 	PodSets []quota.Usage
+	// mask caches cellMask for maskTable; Usage never changes once the
+	// record is made.
+	maskTable *cellTable
+	mask      uint64
+	maskOK    bool
 }
 
 // PreemptionKind says on what grounds a victim was chosen.
@@ -240,11 +245,12 @@ func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWo
 		return nil, false
 	}
 	need := needsPreemption(a)
-	sim := newPreemptionSim(cq)
-	cands := candidates(sim, cq, wl, need)
+	cands := candidates(cq, wl, need)
 	if len(cands) == 0 {
 		return nil, false
 	}
+	// Copied only now: most heads that could preempt have no candidate.
+	sim := newPreemptionSim(cq)
 	slices.SortFunc(cands, func(x, y *AdmittedWorkload) int { return candidateOrder(x, y, cq.Name) })
 	var own []*AdmittedWorkload
 	for _, c := range cands {
@@ -278,8 +284,12 @@ func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWo
 
 // candidates lists the admitted workloads that the queue's policies allow
 // to be preempted for wl and that use a needed cell.
-func candidates(sim *preemptionSim, cq *ClusterQueue, wl *Workload, need map[quota.FlavorResource]bool) []*AdmittedWorkload {
+func candidates(cq *ClusterQueue, wl *Workload, need map[quota.FlavorResource]bool) []*AdmittedWorkload {
+	needMask := cq.cells.maskOf(need)
 	uses := func(c *AdmittedWorkload) bool {
+		if m, ok := c.cellMask(cq.cells); ok {
+			return m&needMask != 0
+		}
 		for fr, v := range c.Usage {
 			if need[fr] && v > 0 {
 				return true
@@ -305,7 +315,7 @@ func candidates(sim *preemptionSim, cq *ClusterQueue, wl *Workload, need map[quo
 	}
 	if cq.Cohort != nil && p.ReclaimWithinCohort != "" && p.ReclaimWithinCohort != api.PreemptionNever {
 		for _, m := range cq.Cohort.Members {
-			if m == cq || !sim.borrowing(m.Name, need) {
+			if m == cq || !borrowingNow(m, need) {
 				continue
 			}
 			for _, c := range m.Admitted {
@@ -319,6 +329,79 @@ func candidates(sim *preemptionSim, cq *ClusterQueue, wl *Workload, need map[quo
 		}
 	}
 	return out
+}
+
+// borrowingNow is preemptionSim.borrowing before any simulated change: a
+// member of a cohort uses more than its nominal quota of a needed cell.
+func borrowingNow(m *ClusterQueue, need map[quota.FlavorResource]bool) bool {
+	for fr := range need {
+		if m.Usage[fr] > m.Limits[fr].Nominal {
+			return true
+		}
+	}
+	return false
+}
+
+// cellTable numbers a snapshot's quota cells (at most 64), so that the
+// cells an admitted workload uses are a bit set: preemption tests each
+// candidate against the cells it needs without hashing a string.
+type cellTable struct {
+	ids map[quota.FlavorResource]uint
+}
+
+// newCellTable numbers the cells the queues have limits for; nil when
+// there are more than a bit set holds.
+func newCellTable(cqs map[string]*ClusterQueue) *cellTable {
+	t := &cellTable{ids: map[quota.FlavorResource]uint{}}
+	for _, cq := range cqs {
+		for fr := range cq.Limits {
+			if _, ok := t.ids[fr]; !ok {
+				t.ids[fr] = uint(len(t.ids))
+			}
+		}
+	}
+	if len(t.ids) > 64 {
+		return nil
+	}
+	return t
+}
+
+// maskOf is the bit set of the numbered cells among need.
+func (t *cellTable) maskOf(need map[quota.FlavorResource]bool) uint64 {
+	var m uint64
+	if t == nil {
+		return 0
+	}
+	for fr := range need {
+		if id, ok := t.ids[fr]; ok {
+			m |= 1 << id
+		}
+	}
+	return m
+}
+
+// cellMask is the bit set of the cells the workload uses (a positive
+// amount), computed once per table; ok is false when there is no table or
+// the workload uses a cell it does not number.
+func (w *AdmittedWorkload) cellMask(t *cellTable) (uint64, bool) {
+	if t == nil {
+		return 0, false
+	}
+	if w.maskTable != t {
+		w.maskTable, w.mask, w.maskOK = t, 0, true
+		for fr, v := range w.Usage {
+			if v <= 0 {
+				continue
+			}
+			id, ok := t.ids[fr]
+			if !ok {
+				w.maskOK = false
+				break
+			}
+			w.mask |= 1 << id
+		}
+	}
+	return w.mask, w.maskOK
 }
 
 // candidateOrder: other queues' workloads first, then lower priority, then

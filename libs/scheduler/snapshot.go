@@ -54,6 +54,13 @@ type ClusterQueue struct {
 	// tried-flavor state of pending workloads (KEP-582).
 	Generation int64
 	Usage      quota.Usage
+	// cells numbers the snapshot's quota cells (see cellTable); nil in a
+	// queue built by hand, where preemption then hashes.
+	cells *cellTable
+	// admittedAt indexes Admitted for RemoveAdmitted. It is the queue's
+	// own, not the workload's: a workload may be listed in a snapshot a
+	// waiting cycle still reads and in the engine's current one.
+	admittedAt map[*AdmittedWorkload]int
 	// Admitted are the workloads holding quota here, in no particular
 	// order: preemption sorts its candidates totally.
 	Admitted []*AdmittedWorkload
@@ -142,17 +149,22 @@ func (c *ClusterQueue) cohortUsed(fr quota.FlavorResource) int64 {
 	return quota.SatAdd(c.Cohort.Used[fr], min(c.Usage[fr], c.Limits[fr].Guaranteed()))
 }
 
-// fitsInCohort reports whether the cohort can still grant q to this queue.
-func (c *ClusterQueue) fitsInCohort(q quota.Usage) bool {
-	for fr, v := range q {
-		if _, ok := c.Cohort.Requestable[fr]; !ok {
-			return false
+// fitsInCohortAfter looks at the cells the entry's usage shares with what
+// the cycle already granted in the cohort: common says there is one, and
+// fits whether the cohort can still grant their sums to this queue.
+func (c *ClusterQueue) fitsInCohortAfter(cycle, entry quota.Usage) (common, fits bool) {
+	fits = true
+	for fr, v := range entry {
+		granted, ok := cycle[fr]
+		if !ok {
+			continue
 		}
-		if c.requestable(fr)-c.cohortUsed(fr) < v {
-			return false
+		common = true
+		if _, ok := c.Cohort.Requestable[fr]; !ok || c.requestable(fr)-c.cohortUsed(fr) < granted+v {
+			fits = false
 		}
 	}
-	return true
+	return common, fits
 }
 
 // maxAttainable is the most of a cell this queue could ever hold, with
@@ -176,6 +188,12 @@ func (c *ClusterQueue) accumulate(co *Cohort) {
 	for fr, l := range c.Limits {
 		co.Requestable[fr] = quota.SatAdd(co.Requestable[fr], l.Lendable())
 	}
+	c.accumulateUsage(co)
+}
+
+// accumulateUsage adds the queue's usage above its guarantee and its
+// generation to its cohort's.
+func (c *ClusterQueue) accumulateUsage(co *Cohort) {
 	for fr, u := range c.Usage {
 		co.Used[fr] = quota.SatAdd(co.Used[fr], max(0, u-c.Limits[fr].Guaranteed()))
 	}
@@ -186,9 +204,11 @@ func (c *ClusterQueue) accumulate(co *Cohort) {
 // gives each queue's cohort name.
 func (s *Snapshot) LinkCohorts(cohortOf map[string]string) {
 	s.Cohorts = map[string]*Cohort{}
+	cells := newCellTable(s.ClusterQueues)
 	for _, name := range sortedKeys(s.ClusterQueues) {
 		cq := s.ClusterQueues[name]
 		cq.Cohort = nil
+		cq.cells = cells
 		cn := cohortOf[name]
 		if cn == "" {
 			continue
@@ -201,5 +221,45 @@ func (s *Snapshot) LinkCohorts(cohortOf map[string]string) {
 		co.Members = append(co.Members, cq)
 		cq.Cohort = co
 		cq.accumulate(co)
+	}
+}
+
+// AddAdmitted lists a newly admitted workload in the queue, so that a
+// snapshot kept from cycle to cycle follows admissions without a copy of
+// every admitted workload per cycle.
+func (c *ClusterQueue) AddAdmitted(w *AdmittedWorkload) {
+	if c.admittedAt == nil {
+		c.admittedAt = map[*AdmittedWorkload]int{}
+	}
+	c.admittedAt[w] = len(c.Admitted)
+	c.Admitted = append(c.Admitted, w)
+}
+
+// RemoveAdmitted unlists a workload that released its quota, moving the
+// last one into its place: Admitted has no order (preemption sorts its
+// candidates totally). A workload AddAdmitted did not list is ignored.
+func (c *ClusterQueue) RemoveAdmitted(w *AdmittedWorkload) {
+	i, ok := c.admittedAt[w]
+	if !ok {
+		return
+	}
+	delete(c.admittedAt, w)
+	last := len(c.Admitted) - 1
+	if i != last {
+		c.Admitted[i] = c.Admitted[last]
+		c.admittedAt[c.Admitted[i]] = i
+	}
+	c.Admitted[last] = nil
+	c.Admitted = c.Admitted[:last]
+}
+
+// Recount recomputes a cohort's usage above guarantee and its generation
+// from its members, after their usage or generation changed; its
+// requestable pool depends on their limits only and stays.
+func (co *Cohort) Recount() {
+	clear(co.Used)
+	co.Generation = 0
+	for _, m := range co.Members {
+		m.accumulateUsage(co)
 	}
 }

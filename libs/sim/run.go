@@ -47,8 +47,10 @@ type sim struct {
 }
 
 // advance moves the clock to target, firing every timer due on the way at
-// its own instant, each followed by scheduling to quiescence.
+// its own instant, each followed by scheduling to quiescence. As the
+// oracle does, it settles before the clock moves and again at the target.
 func (s *sim) advance(target time.Time) {
+	s.eng.Settle(s.now)
 	for {
 		t, ok := s.eng.NextTimer()
 		if !ok || t.After(target) {
@@ -58,9 +60,10 @@ func (s *sim) advance(target time.Time) {
 			s.now = t
 		}
 		s.eng.FireTimers(s.now)
-		s.eng.RunToQuiescence(s.now)
+		s.eng.Settle(s.now)
 	}
 	s.now = target
+	s.eng.Settle(s.now)
 }
 
 // Run executes a parsed scenario. An error means the scenario could not be
@@ -83,7 +86,9 @@ func Run(sc *Scenario) (*Result, error) {
 		if err := s.step(i, st, res); err != nil {
 			return nil, fmt.Errorf("steps[%d]: %w", i, err)
 		}
-		s.eng.RunToQuiescence(s.now)
+		// After every step, and before every checkpoint, the system
+		// settles again, as the oracle does (see engine.Settle).
+		s.eng.Settle(s.now)
 		for _, ev := range s.eng.DrainEvictions() {
 			s.evicted[ev.Key] = ev.Reason
 		}
@@ -93,6 +98,10 @@ func Run(sc *Scenario) (*Result, error) {
 			res.Mismatches = append(res.Mismatches, Check(i, st.Expect, cp)...)
 			s.evicted = map[string]string{}
 		}
+	}
+	s.eng.Settle(s.now)
+	for _, ev := range s.eng.DrainEvictions() {
+		s.evicted[ev.Key] = ev.Reason
 	}
 	res.Checkpoints = append(res.Checkpoints, s.checkpoint(len(sc.Steps)))
 	res.Evictions = map[string]int{}

@@ -71,7 +71,26 @@ func fieldError(field string, format string, args ...any) error {
 
 // Parse reads a scenario strictly: unknown keys, bad quantities and invalid
 // objects are errors naming the step and field.
+//
+// A valid scenario is read in one pass (parseFast); one it does not take
+// whole is read again by parseReference, which names the error.
 func Parse(data []byte) (*Scenario, error) {
+	if sc, err := parseFast(data); err == nil {
+		return sc, nil
+	}
+	return parseReference(data)
+}
+
+// parseReference is the reading that names every error: the whole file as
+// JSON text, then each part decoded from it.
+func parseReference(data []byte) (*Scenario, error) {
+	return parseWith(data, api.Decode)
+}
+
+// parseWith is parseReference with the manifest decoder given: the
+// benchmark passes api.DecodeReference to time the reading of before the
+// one decode.
+func parseWith(data []byte, decode func([]byte) ([]api.Object, error)) (*Scenario, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fieldError("(file)", "%v", err)
@@ -85,34 +104,44 @@ func Parse(data []byte) (*Scenario, error) {
 	}
 	sc := &Scenario{Name: raw.Name, Description: raw.Description}
 	if len(raw.Configuration) > 0 && string(raw.Configuration) != "null" {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw.Configuration, &m); err != nil {
-			return nil, fieldError("configuration", "want a map: %v", err)
-		}
-		m["apiVersion"] = json.RawMessage(`"` + api.ConfigAPIVersion + `"`)
-		m["kind"] = json.RawMessage(`"` + api.KindConfiguration + `"`)
-		doc, _ := json.Marshal(m)
-		objs, err := decodeValid(doc)
+		cfg, err := parseConfiguration(raw.Configuration, decode)
 		if err != nil {
-			return nil, fieldError("configuration", "%v", err)
+			return nil, err
 		}
-		sc.Configuration = objs[0].(*api.Configuration)
+		sc.Configuration = cfg
 	}
 	for i, o := range raw.Objects {
-		objs, err := decodeValid(o)
+		objs, err := decodeValid(o, decode)
 		if err != nil {
 			return nil, fieldError(fmt.Sprintf("objects[%d]", i), "%v", err)
 		}
 		sc.Objects = append(sc.Objects, objs...)
 	}
 	for i, s := range raw.Steps {
-		st, err := parseStep(s)
+		st, err := parseStep(s, decode)
 		if err != nil {
 			return nil, fmt.Errorf("steps[%d].%w", i, err)
 		}
 		sc.Steps = append(sc.Steps, st)
 	}
 	return sc, nil
+}
+
+// parseConfiguration reads the configuration block: Kueue's Configuration
+// without its apiVersion and kind.
+func parseConfiguration(js json.RawMessage, decode func([]byte) ([]api.Object, error)) (*api.Configuration, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(js, &m); err != nil {
+		return nil, fieldError("configuration", "want a map: %v", err)
+	}
+	m["apiVersion"] = json.RawMessage(`"` + api.ConfigAPIVersion + `"`)
+	m["kind"] = json.RawMessage(`"` + api.KindConfiguration + `"`)
+	doc, _ := json.Marshal(m)
+	objs, err := decodeValid(doc, decode)
+	if err != nil {
+		return nil, fieldError("configuration", "%v", err)
+	}
+	return objs[0].(*api.Configuration), nil
 }
 
 func strictJSON(data []byte, v any) error {
@@ -122,8 +151,8 @@ func strictJSON(data []byte, v any) error {
 }
 
 // decodeValid decodes and validates one manifest document.
-func decodeValid(doc []byte) ([]api.Object, error) {
-	objs, err := api.Decode(doc)
+func decodeValid(doc []byte, decode func([]byte) ([]api.Object, error)) ([]api.Object, error) {
+	objs, err := decode(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +164,7 @@ func decodeValid(doc []byte) ([]api.Object, error) {
 	return objs, nil
 }
 
-func parseStep(data json.RawMessage) (Step, error) {
+func parseStep(data json.RawMessage, decode func([]byte) ([]api.Object, error)) (Step, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return Step{}, fmt.Errorf("%w: step must be a map with one key: %v", ErrMalformed, err)
@@ -154,7 +183,7 @@ func parseStep(data json.RawMessage) (Step, error) {
 			}
 			var objs []api.Object
 			for i, d := range docs {
-				decoded, err := api.Decode(d)
+				decoded, err := decode(d)
 				if err != nil {
 					return st, fmt.Errorf("%s[%d]: %w: %v", key, i, ErrMalformed, err)
 				}

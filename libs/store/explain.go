@@ -45,11 +45,15 @@ func (s *Store) Explain(ctx context.Context, namespace, name string) (Explanatio
 	if v.Status != StatusPending || v.ClusterQueue == "" {
 		return ex, nil
 	}
+	var queued time.Time
+	if err := s.Pool.QueryRow(ctx, `SELECT `+queueTime+` FROM workloads WHERE namespace = $1 AND name = $2`, namespace, name).Scan(&queued); err != nil {
+		return ex, err
+	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT namespace || '/' || name, count(*) OVER () FROM workloads
-		WHERE status = 'pending' AND cluster_queue = $1
-		  AND (priority > $2 OR (priority = $2 AND (created_at, namespace, name) < ($3, $4, $5)))
-		ORDER BY priority DESC, created_at, namespace, name LIMIT 50`, v.ClusterQueue, v.Priority, v.CreatedAt, namespace, name)
+		WHERE status = 'pending' AND requeue_at IS NULL AND cluster_queue = $1
+		  AND (priority > $2 OR (priority = $2 AND (`+queueTime+`, `+queueKey+`) < ($3, $4 COLLATE "C")))
+		ORDER BY `+queueOrder+` LIMIT 50`, v.ClusterQueue, v.Priority, queued, namespace+"/"+name)
 	if err != nil {
 		return ex, err
 	}
@@ -64,6 +68,17 @@ func (s *Store) Explain(ctx context.Context, namespace, name string) (Explanatio
 	return ex, rows.Err()
 }
 
+// A ClusterQueue's queue order, as the admission engine's (libs/queue
+// Less): higher priority first, then earlier queue time (creation, or the
+// eviction by a PodsReady timeout with timestamp Eviction), then the key
+// namespace/name in byte order. A workload waiting out a requeue backoff
+// (requeue_at set) is in no queue until its Requeued event.
+const (
+	queueTime  = `COALESCE(queue_time, created_at)`
+	queueKey   = `(namespace || '/' || name) COLLATE "C"`
+	queueOrder = `priority DESC, ` + queueTime + `, ` + queueKey
+)
+
 // PendingWorkload is one entry of Kueue's PendingWorkloadsSummary.
 type PendingWorkload struct {
 	Namespace              string    `json:"-"`
@@ -77,14 +92,15 @@ type PendingWorkload struct {
 
 // PendingWorkloads lists a ClusterQueue's pending workloads in queue order
 // with their positions (Kueue's visibility API), optionally only those of
-// one LocalQueue.
+// one LocalQueue: offset and limit then count within the LocalQueue, as
+// Kueue's do.
 func (s *Store) PendingWorkloads(ctx context.Context, clusterQueue, namespace, localQueue string, limit, offset int) ([]PendingWorkload, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT namespace, name, created_at, priority, local_queue, pos_cq, pos_lq FROM (
 			SELECT namespace, name, created_at, priority, local_queue,
-			       row_number() OVER (ORDER BY priority DESC, created_at, namespace, name) - 1 AS pos_cq,
-			       row_number() OVER (PARTITION BY namespace, local_queue ORDER BY priority DESC, created_at, namespace, name) - 1 AS pos_lq
-			FROM workloads WHERE status = 'pending' AND cluster_queue = $1) q
+			       row_number() OVER (ORDER BY `+queueOrder+`) - 1 AS pos_cq,
+			       row_number() OVER (PARTITION BY namespace, local_queue ORDER BY `+queueOrder+`) - 1 AS pos_lq
+			FROM workloads WHERE status = 'pending' AND requeue_at IS NULL AND cluster_queue = $1) q
 		WHERE ($2 = '' OR (namespace = $2 AND local_queue = $3))
 		ORDER BY pos_cq LIMIT $4 OFFSET $5`, clusterQueue, namespace, localQueue, limit, offset)
 	if err != nil {
@@ -161,4 +177,11 @@ func (s *Store) ClusterQueues(ctx context.Context, name string) ([]ClusterQueueS
 		}
 	}
 	return out, nil
+}
+
+// ClusterQueueExists reports whether the projection holds a ClusterQueue.
+func (s *Store) ClusterQueueExists(ctx context.Context, name string) (bool, error) {
+	var ok bool
+	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM config_objects WHERE kind = 'ClusterQueue' AND namespace = '' AND name = $1)`, name).Scan(&ok)
+	return ok, err
 }

@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/quota"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
+	"github.com/jetqueue/jetqueue/libs/status"
 )
 
 // Record accounts for stream sequences: the event at Seq, or, with
@@ -44,9 +46,16 @@ type workloadRow struct {
 	PodsReady                                      bool
 	RequeueAt, AdmittedAt                          *time.Time
 	CreatedAt                                      time.Time
-	Evictions                                      int32
-	LastSeq                                        int64
-	deleted                                        bool
+	// QueueTime orders it in its queue when not CreatedAt (nil): the
+	// eviction time after a PodsReady timeout, with timestamp Eviction.
+	QueueTime *time.Time
+	Evictions int32
+	LastSeq   int64
+	// Object is the submitted Workload; Kueue its status as Kueue
+	// writes it.
+	Object  json.RawMessage
+	Kueue   status.Workload
+	deleted bool
 }
 
 type key struct{ ns, name string }
@@ -60,11 +69,15 @@ type batch struct {
 	configs map[[3]string]*configChange
 	lqs     map[key]string
 	parked  [][]any
+	// byEviction is the Configuration's requeuingStrategy: a PodsReady
+	// timeout requeues by eviction time (the default) or creation time.
+	byEviction bool
 }
 
 type configChange struct {
 	object  json.RawMessage // nil: deleted
 	lastSeq uint64
+	time    time.Time
 }
 
 // Apply projects a batch of records in one transaction and stores the
@@ -143,18 +156,25 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
-		       reason_detail, pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq
+		       reason_detail, pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, queue_time, object, kueue_status
 		FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, names)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var w workloadRow
-		var adm []byte
+		var adm, kst []byte
 		if err := rows.Scan(&w.Namespace, &w.Name, &w.UID, &w.LocalQueue, &w.ClusterQueue, &w.Priority, &w.Status, &adm,
-			&w.Reason, &w.Message, &w.ReasonDetail, &w.PodsReady, &w.RequeueAt, &w.CreatedAt, &w.AdmittedAt, &w.Evictions, &w.LastSeq); err != nil {
+			&w.Reason, &w.Message, &w.ReasonDetail, &w.PodsReady, &w.RequeueAt, &w.CreatedAt, &w.AdmittedAt, &w.Evictions, &w.LastSeq,
+			&w.QueueTime, &w.Object, &kst); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if len(kst) > 0 {
+			if err := json.Unmarshal(kst, &w.Kueue); err != nil {
+				rows.Close()
+				return nil, err
+			}
 		}
 		if len(adm) > 0 {
 			w.Admission = new(scheduler.Admission)
@@ -167,6 +187,14 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var conf []byte
+	err = tx.QueryRow(ctx, `SELECT object FROM config_objects WHERE kind = $1`, api.KindConfiguration).Scan(&conf)
+	if err != nil && err != pgx.ErrNoRows {
+		return nil, err
+	}
+	if b.byEviction, err = requeueByEviction(conf); err != nil {
 		return nil, err
 	}
 	lqRows, err := tx.Query(ctx, `SELECT namespace, name, object->'spec'->>'clusterQueue' FROM config_objects WHERE kind = 'LocalQueue'`)
@@ -196,6 +224,8 @@ func workloadRef(ev events.Event) (events.WorkloadRef, bool) {
 		return d.WorkloadRef, true
 	case *events.PriorityChangedData:
 		return d.WorkloadRef, true
+	case *events.ActiveChangedData:
+		return d.WorkloadRef, true
 	case *events.WorkloadFinishedData:
 		return d.WorkloadRef, true
 	case *events.QuotaReservedData:
@@ -219,7 +249,7 @@ func (b *batch) fold(r Record) error {
 	ev := r.Event
 	switch d := ev.Data.(type) {
 	case *events.ConfigAppliedData:
-		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{object: d.Object, lastSeq: r.Seq}
+		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{object: d.Object, lastSeq: r.Seq, time: ev.Time}
 		if d.Kind == api.KindLocalQueue {
 			var lq api.LocalQueue
 			if err := json.Unmarshal(d.Object, &lq); err != nil {
@@ -227,8 +257,17 @@ func (b *batch) fold(r Record) error {
 			}
 			b.lqs[key{d.Namespace, d.Name}] = lq.Spec.ClusterQueue
 		}
+		if d.Kind == api.KindConfiguration {
+			var err error
+			if b.byEviction, err = requeueByEviction(d.Object); err != nil {
+				return err
+			}
+		}
 		return nil
 	case *events.ConfigRef:
+		if d.Kind == api.KindConfiguration {
+			b.byEviction = true
+		}
 		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{lastSeq: r.Seq}
 		if d.Kind == api.KindLocalQueue {
 			delete(b.lqs, key{d.Namespace, d.Name})
@@ -257,7 +296,7 @@ func (b *batch) fold(r Record) error {
 		}
 		w = &workloadRow{Namespace: ref.Namespace, Name: ref.Name, UID: string(wl.UID), LocalQueue: wl.Spec.QueueName,
 			ClusterQueue: b.lqs[key{ref.Namespace, wl.Spec.QueueName}], Priority: api.WorkloadPriority(&wl),
-			Status: StatusPending, CreatedAt: d.CreatedAt}
+			Status: StatusPending, CreatedAt: d.CreatedAt, Object: d.Workload}
 		if wl.Spec.Active != nil && !*wl.Spec.Active {
 			w.Status = StatusInactive
 		}
@@ -270,9 +309,21 @@ func (b *batch) fold(r Record) error {
 		return nil
 	}
 	w.LastSeq = int64(r.Seq)
+	w.Kueue.Apply(ev)
 	switch d := ev.Data.(type) {
 	case *events.PriorityChangedData:
 		w.Priority = d.Priority
+	case *events.ActiveChangedData:
+		switch {
+		case !d.Active && (w.Status == StatusPending || w.Status == StatusAdmitted):
+			if w.Status == StatusAdmitted {
+				w.Evictions++
+			}
+			b.release(w)
+			w.Status, w.Reason, w.Message, w.ReasonDetail, w.RequeueAt = StatusInactive, "", "", nil, nil
+		case d.Active && w.Status == StatusInactive:
+			w.Status, w.RequeueAt = StatusPending, nil
+		}
 	case *events.QuotaReservedData:
 		adm := d.Admission
 		w.Status, w.Admission, w.ClusterQueue, w.Reason, w.Message, w.ReasonDetail = StatusAdmitted, &adm, adm.ClusterQueue, "", "", nil
@@ -287,6 +338,13 @@ func (b *batch) fold(r Record) error {
 		w.Status, w.Evictions = StatusPending, w.Evictions+1
 		w.Reason, w.Message, w.ReasonDetail = d.Reason, "", nil
 		w.RequeueAt = d.RequeueAt
+		// As the engine requeues it: by eviction time after a PodsReady
+		// timeout with timestamp Eviction, else by creation time.
+		w.QueueTime = nil
+		if d.Reason == engine.EvictedByPodsReadyTimeout && b.byEviction {
+			t := ev.Time
+			w.QueueTime = &t
+		}
 	case *events.RequeuedData:
 		// The backoff is over: the workload is back in its queue.
 		w.RequeueAt = nil
@@ -361,29 +419,39 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		if w.ReasonDetail != nil {
 			detail, _ = json.Marshal(w.ReasonDetail)
 		}
+		kst, err := json.Marshal(w.Kueue)
+		if err != nil {
+			return err
+		}
+		var object []byte
+		if len(w.Object) > 0 {
+			object = w.Object
+		}
 		upserts = append(upserts, []any{w.Namespace, w.Name, w.UID, w.LocalQueue, w.ClusterQueue, w.Priority, w.Status, adm,
-			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq, detail})
+			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq, detail, w.QueueTime, object, kst})
 	}
 	if len(upserts) > 0 {
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE staging_workloads (LIKE workloads) ON COMMIT DROP`); err != nil {
 			return err
 		}
 		cols := []string{"namespace", "name", "uid", "local_queue", "cluster_queue", "priority", "status", "admission",
-			"reason", "message", "pods_ready", "requeue_at", "created_at", "admitted_at", "evictions", "last_seq", "reason_detail"}
+			"reason", "message", "pods_ready", "requeue_at", "created_at", "admitted_at", "evictions", "last_seq", "reason_detail", "queue_time",
+			"object", "kueue_status"}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"staging_workloads"}, cols, pgx.CopyFromRows(upserts)); err != nil {
 			return fmt.Errorf("copy workloads: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO workloads (namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
-				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail)
+				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail, queue_time, object, kueue_status)
 			SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
-				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail FROM staging_workloads
+				pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, reason_detail, queue_time, object, kueue_status FROM staging_workloads
 			ON CONFLICT (namespace, name) DO UPDATE SET
 				uid = excluded.uid, local_queue = excluded.local_queue, cluster_queue = excluded.cluster_queue,
 				priority = excluded.priority, status = excluded.status, admission = excluded.admission,
 				reason = excluded.reason, message = excluded.message, pods_ready = excluded.pods_ready,
 				requeue_at = excluded.requeue_at, created_at = excluded.created_at, admitted_at = excluded.admitted_at,
-				evictions = excluded.evictions, last_seq = excluded.last_seq, reason_detail = excluded.reason_detail
+				evictions = excluded.evictions, last_seq = excluded.last_seq, reason_detail = excluded.reason_detail,
+				queue_time = excluded.queue_time, object = excluded.object, kueue_status = excluded.kueue_status
 			WHERE workloads.last_seq < excluded.last_seq`); err != nil {
 			return fmt.Errorf("merge workloads: %w", err)
 		}
@@ -412,13 +480,31 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 			_, err = tx.Exec(ctx, `DELETE FROM config_objects WHERE kind = $1 AND namespace = $2 AND name = $3`, k[0], k[1], k[2])
 		} else {
 			_, err = tx.Exec(ctx, `
-				INSERT INTO config_objects (kind, namespace, name, object, last_seq) VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (kind, namespace, name) DO UPDATE SET object = excluded.object, last_seq = excluded.last_seq`,
-				k[0], k[1], k[2], []byte(c.object), int64(c.lastSeq))
+				INSERT INTO config_objects (kind, namespace, name, object, last_seq, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)
+				ON CONFLICT (kind, namespace, name) DO UPDATE SET object = excluded.object, last_seq = excluded.last_seq,
+					updated_at = excluded.updated_at, created_at = coalesce(config_objects.created_at, excluded.created_at)`,
+				k[0], k[1], k[2], []byte(c.object), int64(c.lastSeq), c.time)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// requeueByEviction reads a stored Configuration's requeuing timestamp;
+// none (or no waitForPodsReady) means Eviction, Kueue's default.
+func requeueByEviction(conf []byte) (bool, error) {
+	if len(conf) == 0 {
+		return true, nil
+	}
+	var c api.Configuration
+	if err := json.Unmarshal(conf, &c); err != nil {
+		return false, err
+	}
+	w := c.WaitForPodsReady
+	if w == nil || w.RequeuingStrategy == nil || w.RequeuingStrategy.Timestamp == nil {
+		return true, nil
+	}
+	return *w.RequeuingStrategy.Timestamp == api.RequeueByEviction, nil
 }

@@ -41,6 +41,8 @@ type Filter struct {
 	// Namespaces, when not nil, limits the list to these namespaces (the
 	// ones the caller may see); an empty non-nil slice matches nothing.
 	Namespaces []string
+	// Name, when set, is the one name to list (WorkloadObjects only).
+	Name string
 }
 
 // ErrBadCursor is returned for a cursor this store did not issue.

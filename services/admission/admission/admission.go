@@ -6,8 +6,9 @@
 //	      │                             ▼
 //	      └──── publish decisions ◀─ run scheduling to quiescence
 //
-// Every instance follows the whole stream from the start (an ordered
-// consumer), so a standby is hot; only the holder of the shard's lease
+// Every instance follows the whole stream (an ordered consumer, from the
+// newest usable snapshot in JQ_SNAPSHOTS onwards, or from the start: see
+// snapshot.go), so a standby is hot; only the holder of the shard's lease
 // decides and publishes. Decisions are applied to the engine when made and
 // published fenced on the workload's subject (Nats-Expected-Last-Subject-
 // Sequence): if another writer moved the workload first, the decision is
@@ -26,9 +27,11 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -40,8 +43,10 @@ import (
 	"github.com/jetqueue/jetqueue/libs/clock"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/metrics"
 	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // Config is the service's configuration.
@@ -55,6 +60,9 @@ type Config struct {
 	Wall func() time.Time
 	// ManualClock reads the shared manual clock instead (dev and test).
 	ManualClock bool
+	// Snapshot says when to snapshot the state (libs/snapshot); the zero
+	// policy never writes one (a snapshot found is still restored).
+	Snapshot snapshot.Policy
 	// MaxSkew is how far ahead of this clock's reading the latest event
 	// read may stamp a decision, for publishers whose clocks run a little
 	// ahead (0 means 1s). An event's time never moves the clock further,
@@ -99,11 +107,27 @@ type Service struct {
 	// once this copy of it has caught up).
 	seen   time.Time
 	manual *clock.Manual
+	// floor is the purge floor as last read (see releaseBelowFloor).
+	floor uint64
+	// awaited is, on the manual clock, the latest event time this
+	// instance waited for in vain: an event stamped ahead of the shared
+	// clock is waited for once, not before every decision.
+	awaited time.Time
 	// requested are the evictions another instance's preemption requests
 	// asked for whose victims have not moved since: the preemptor has yet
 	// to publish them. A new leader adopts them rather than deciding the
 	// preemption again, which could choose other victims.
 	requested []events.Event
+	// m are the service's metrics (Kueue's and its own); obs counts the
+	// log's events into Kueue's counters.
+	m   *metrics.Admission
+	obs observer
+	// cycleStart is when the current admission attempt began (wall clock).
+	cycleStart time.Time
+	// snaps writes snapshots; decided is set once this run of follow
+	// has decided, after which the state is no longer a fold of the log.
+	snaps   *snapshot.Writer
+	decided bool
 }
 
 // decision is an engine decision rendered as its event when it was made,
@@ -118,6 +142,10 @@ type decision struct {
 
 // source is the ce-source of admission's events.
 const source = "jetqueue/admission"
+
+// awaitClock bounds how long admission waits, on the manual clock, for
+// its copy of the clock to reach an event's time.
+var awaitClock = 5 * time.Second
 
 // errResync asks for the log to be replayed: the engine got ahead of it
 // on grounds the log did not confirm.
@@ -147,11 +175,19 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		cfg.Now = manual.Now
 	}
-	s := &Service{cfg: cfg, log: rt.Log, rt: rt, js: js, leader: leader, batch: 512, manual: manual}
+	s := &Service{cfg: cfg, log: rt.Log, rt: rt, js: js, leader: leader, batch: 512, manual: manual,
+		m: metrics.NewAdmission(rt.Registry)}
 	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
 		return err
 	}
 	defer s.leader.Release()
+	store, err := snapshot.Open(ctx, js, snapshot.Options{Name: cfg.Shard, Version: snapshotVersion, Log: rt.Log,
+		Metrics: snapshot.NewMetrics(rt.Registry, "admission")})
+	if err != nil {
+		return err
+	}
+	s.snaps = &snapshot.Writer{Store: store, Policy: cfg.Snapshot, Wall: cfg.Wall}
+	defer s.snaps.Wait()
 	for ctx.Err() == nil {
 		err := s.follow(ctx, rt)
 		if ctx.Err() != nil {
@@ -168,19 +204,42 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		// over from the log as a standby.
 		s.log.Warn("lease lost; replaying the log as a standby", zap.Error(err))
 		s.leading = false
+		s.m.SetLeading(false)
 	}
 	return nil
 }
 
-// follow replays the stream from the start into a fresh engine, then keeps
-// following it, deciding while it holds the lease.
-func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
+// reset empties the state.
+func (s *Service) reset() {
 	s.eng = engine.New()
 	s.eng.RecordDecisions()
+	s.observeCycles()
+	s.obs.replayed = s.obs.counted
 	s.onSubj, s.mine, s.last = map[string]uint64{}, map[string]bool{}, 0
 	s.open, s.waiting, s.closed = map[string]*openBatch{}, map[string]string{}, map[string]time.Time{}
 	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	s.floor = 0
+	s.seen, s.decided = time.Time{}, false
+}
+
+// follow rebuilds the state from the newest usable snapshot and the
+// stream after it (the whole stream without one), then keeps following
+// the stream, deciding while it holds the lease.
+func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
+	s.reset()
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if s.snaps != nil {
+		// A restore builds the whole heap at once: collecting it as it
+		// grows would mark it again and again.
+		gc := debug.SetGCPercent(400)
+		seq := s.snaps.Store.Restore(ctx, s.restoreState)
+		debug.SetGCPercent(gc)
+		if seq > 0 {
+			s.snaps.Restored(seq)
+			cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1}
+		}
+	}
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
@@ -198,7 +257,12 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 	if err != nil || !caughtUp {
 		return err
 	}
+	if err := s.releaseBelowFloor(ctx); err != nil {
+		return err
+	}
 	rt.SetReady(true)
+	defer s.publishStats()
+	s.maybeSnapshot(ctx)
 	if err := s.lead(ctx); err != nil {
 		return err
 	}
@@ -233,7 +297,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		s.last = meta.Sequence.Stream
 		ev, err := bus.Decode(msg)
 		if err != nil {
-			s.onSubj[msg.Subject()] = s.last
+			s.track(msg.Subject(), s.last, false)
 			s.rt.Skip(s.last, msg.Headers().Get(events.HeaderType), err)
 			continue
 		}
@@ -292,11 +356,12 @@ func (s *Service) receive(r read) error {
 // process applies one event that is not held back.
 func (s *Service) process(r read) error {
 	ev := r.ev
-	s.onSubj[r.subject] = r.seq
+	s.track(r.subject, r.seq, false)
 	if ev.Time.After(s.seen) {
 		s.seen = ev.Time
 	}
 	s.resolveRequested(r.subject)
+	s.count(r.seq, ev)
 	if s.mine[ev.ID] {
 		delete(s.mine, ev.ID)
 		return nil
@@ -312,8 +377,25 @@ func (s *Service) process(r read) error {
 	}
 	if err := s.apply(ev); err != nil {
 		s.rt.Skip(r.seq, string(ev.Type), err)
+		return nil
 	}
+	s.track(r.subject, r.seq, events.Ends(ev.Type))
 	return nil
+}
+
+// track keeps the position of each live workload's subject, which
+// decisions are fenced at. Only workload subjects are kept (decisions
+// are about workloads), and a workload's is forgotten when it ends, so
+// the map holds no more than the engine's live workloads; a later
+// submission under the name starts it again.
+func (s *Service) track(subject string, seq uint64, ended bool) {
+	switch {
+	case !events.IsWorkloadSubject(subject):
+	case ended:
+		delete(s.onSubj, subject)
+	default:
+		s.onSubj[subject] = seq
+	}
 }
 
 // apply folds one event into the engine; see replay.Apply.
@@ -372,7 +454,7 @@ func (s *Service) victimMoved(subject string, ev events.Event, seq uint64) (bool
 	case *events.WorkloadFinishedData:
 		return false, nil
 	case *events.WorkloadRef:
-		if ev.Type == events.WorkloadDeleted {
+		if events.Ends(ev.Type) {
 			return false, nil
 		}
 	}
@@ -422,6 +504,51 @@ func (s *Service) release(ob *openBatch, at time.Time) error {
 	return nil
 }
 
+// releaseBelowFloor releases, once caught up, every open batch with a
+// member at or below the purge floor. Below it the retention role may
+// have purged the histories of ended workloads, members of this batch
+// among them, so the batch may never complete; the retention role purges
+// a batched history only when the log is well past it (DefaultBatchSettle
+// in libs/retention), when the batch had long completed or been closed.
+// Waiting for it would hold back the later events of its members'
+// subjects, admissions among them, and decide on quota the log says is
+// taken. Releasing it applies what it holds, in log order, as a close
+// does.
+//
+// The floor is read again while a batch is open: the retention role may
+// have purged more while this replay was reading the log.
+func (s *Service) releaseBelowFloor(ctx context.Context) error {
+	if len(s.open) == 0 {
+		return nil
+	}
+	floor, err := bus.PurgeFloor(ctx, s.js)
+	if err != nil {
+		return err
+	}
+	s.floor = max(s.floor, floor)
+	if s.floor == 0 {
+		return nil
+	}
+	var due []*openBatch
+	for _, ob := range s.open {
+		if len(ob.held) > 0 && ob.held[0].seq <= s.floor {
+			due = append(due, ob)
+		}
+	}
+	slices.SortFunc(due, func(a, b *openBatch) int { return cmp.Compare(a.held[0].seq, b.held[0].seq) })
+	for _, ob := range due {
+		if s.open[ob.id] != ob {
+			continue
+		}
+		s.log.Info("batch below the purge floor released: its missing members may have been purged",
+			zap.String("batch", ob.id), zap.Int("missing", ob.missing), zap.Uint64("floor", s.floor))
+		if err := s.release(ob, s.seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // closeBatch applies a BatchClosed read from the log.
 func (s *Service) closeBatch(id string, at time.Time) error {
 	ob := s.open[id]
@@ -462,6 +589,7 @@ func (s *Service) lead(ctx context.Context) error {
 		s.log.Info("leading", zap.String("shard", s.cfg.Shard))
 	}
 	s.leading = leading
+	s.m.SetLeading(leading)
 	return nil
 }
 
@@ -472,12 +600,14 @@ func (s *Service) lead(ctx context.Context) error {
 // fenced on its workload's subject. A second decision about the same
 // workload in one batch waits for the first one's sequence.
 func (s *Service) decide(ctx context.Context) error {
+	s.decided = true
 	s.adoptRequested()
 	if len(s.awaiting) > 0 {
 		return nil
 	}
 	if len(s.held) == 0 {
 		now := s.now(ctx)
+		s.cycleStart = s.cfg.Wall()
 		s.eng.RunToQuiescence(now)
 		s.eng.DrainEvictions()
 		s.chain = map[string]uint64{}
@@ -609,15 +739,25 @@ func (s *Service) expect(d decision) uint64 {
 // manual clock every service reads the same time, but an advance reaches
 // each copy of it a little apart: it waits, briefly, for its own copy to
 // catch up with the events it answers, and never adopts an event's time.
+// An event stamped ahead of the shared clock itself (a forged time) is
+// waited for once: the decisions after it do not wait again until a later
+// time is read.
 func (s *Service) now(ctx context.Context) time.Time {
 	now := s.cfg.Now()
 	if !s.seen.After(now) {
 		return now
 	}
 	if s.manual != nil {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if !s.seen.After(s.awaited) {
+			return now
+		}
+		wctx, cancel := context.WithTimeout(ctx, awaitClock)
 		defer cancel()
-		return s.manual.Await(wctx, s.seen)
+		now = s.manual.Await(wctx, s.seen)
+		if s.seen.After(now) {
+			s.awaited = s.seen
+		}
+		return now
 	}
 	if limit := now.Add(s.cfg.MaxSkew); s.seen.After(limit) {
 		return limit
@@ -647,7 +787,7 @@ func (s *Service) published(d decision, ev events.Event, seq uint64, err error) 
 		return err
 	}
 	s.mine[ev.ID] = true
-	s.onSubj[ev.Subject] = seq
+	s.track(ev.Subject, seq, false)
 	s.chain[ev.Subject] = seq
 	if d.Kind == engine.DecidedPreemption {
 		for _, v := range ev.Data.(*events.PreemptionRequestedData).Victims {

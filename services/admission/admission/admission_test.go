@@ -522,6 +522,57 @@ func TestFutureEventTimeDoesNotMoveTheClock(t *testing.T) {
 	}
 }
 
+// TestFutureEventOnTheManualClockIsWaitedForOnce: on the manual clock
+// admission waits for its copy of the shared clock to reach the time of
+// the events it answers, but an event stamped ahead of the clock itself
+// (a forged ce-time) is waited for once: the decisions that follow are
+// made at once, stamped with the shared clock's time. Before, every
+// decision waited out the whole bound.
+func TestFutureEventOnTheManualClockIsWaitedForOnce(t *testing.T) {
+	defer func(d time.Duration) { awaitClock = d }(awaitClock)
+	awaitClock = 2 * time.Second
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- service.RunContext(ctx, "admission", service.Options{AdminAddr: "127.0.0.1:0"}, zap.NewNop(),
+			func(ctx context.Context, rt *service.Runtime) error {
+				return Run(ctx, rt, Config{Member: bus.Member{NATSURL: h.url, Shard: "admission-0", Instance: "a", LeaseTTL: time.Second},
+					ManualClock: true})
+			})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	h.world(8)
+	h.submit("w0", 1)
+	h.ofType(events.QuotaReserved, 1)
+	h.n++
+	future := events.Event{ID: "future", Type: events.PodsReady, Source: "test", Time: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC),
+		Subject: events.WorkloadSubject("ns", "nobody"), Data: &events.WorkloadRef{Namespace: "ns", Name: "nobody"}}
+	if _, _, err := bus.Publish(context.Background(), h.js, future, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.submit("w1", 1)
+	h.ofType(events.QuotaReserved, 2)
+	start := time.Now()
+	for i := 2; i <= 4; i++ {
+		h.submit(fmt.Sprint("w", i), 1)
+		h.ofType(events.QuotaReserved, i+1)
+	}
+	if d := time.Since(start); d >= awaitClock {
+		t.Errorf("three admissions after the future event took %s, want each without waiting for the clock (%s)", d, awaitClock)
+	}
+	for _, ev := range h.ofType(events.QuotaReserved, 5) {
+		if !ev.Time.Equal(t0) {
+			t.Errorf("%s stamped %s, want the shared clock's %s", ev.Subject, ev.Time, t0)
+		}
+	}
+}
+
 // TestPreemptionPingPongSettles: on a shape where Kueue v0.6 itself
 // preempts and re-admits one victim forever (kueue#6947;
 // testdata/pingpong.yaml, from the difftest repro set), the service

@@ -5,7 +5,7 @@
 //
 //	Job informer (labelled Jobs) ──┐
 //	                               ├──▶ workqueue (namespace/name) ──▶ reconcile ──▶ Job patches
-//	JQ_EVENTS (ordered, from 1) ───┘       state: workloads, flavors        └──────▶ ingest API (submit, finish,
+//	JQ_EVENTS (from snapshot) ─────┘       state: workloads, flavors        └──────▶ ingest API (submit, finish,
 //	                                                                                  podsready, delete)
 //
 // One reconcile of a Job is equivalent to: read the Job from the informer
@@ -66,6 +66,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/kube"
 	"github.com/jetqueue/jetqueue/libs/replay"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // API is how the bridge talks to jetqueue: one HTTP call of API.md. Ingest
@@ -119,6 +120,11 @@ type Config struct {
 	// applied (service.Runtime.Skip); nil logs it. RunLeading counts each
 	// event once however often it replays the log.
 	Skip func(seq uint64, typ string, err error)
+	// Snapshot says when to snapshot the folded log to JQ_SNAPSHOTS
+	// (SnapshotName); the zero policy never writes one (a snapshot found
+	// is still restored). SnapshotMetrics counts them (nil: unexported).
+	Snapshot        snapshot.Policy
+	SnapshotMetrics *snapshot.Metrics
 }
 
 // Bridge is one running bridge.
@@ -190,11 +196,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("job informer: %w", err)
 	}
 
+	store, err := snapshot.Open(ctx, cfg.JS, snapshot.Options{Name: SnapshotName, Version: snapshotVersion, Log: b.log,
+		Metrics: cfg.SnapshotMetrics})
+	if err != nil {
+		return err
+	}
+	snaps := &snapshot.Writer{Store: store, Policy: cfg.Snapshot}
+	defer snaps.Wait()
+	start := store.Restore(ctx, func(sn *snapshot.Snapshot) error {
+		st, err := decodeState(sn)
+		if err == nil {
+			b.st = st
+		}
+		return err
+	})
+	snaps.Restored(start)
+
 	fctx, stopFollower := context.WithCancel(ctx)
 	defer stopFollower()
 	caughtUp := make(chan struct{})
 	followed := make(chan error, 1)
-	go func() { followed <- b.follow(fctx, caughtUp) }()
+	go func() { followed <- b.follow(fctx, caughtUp, start, snaps) }()
 
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
@@ -264,11 +286,18 @@ func (b *Bridge) next(ctx context.Context) bool {
 	return true
 }
 
-// follow folds JQ_EVENTS from its first event, with an ordered consumer,
-// into the state, queueing the Job of each workload event. It closes
-// caughtUp once it has read what the stream held when it started.
-func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
-	cons, err := b.cfg.JS.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+// follow folds JQ_EVENTS after start (the restored snapshot's sequence,
+// 0 for the whole log), with an ordered consumer, into the state,
+// queueing the Job of each workload event. It closes caughtUp once it has
+// read what the stream held when it started, and snapshots the state
+// when snaps says so, each time it has caught up.
+func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}, start uint64, snaps *snapshot.Writer) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}
+	}
+	last := start
+	cons, err := b.cfg.JS.OrderedConsumer(ctx, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
@@ -288,6 +317,7 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 				return err
 			}
 			pending = meta.NumPending
+			last = meta.Sequence.Stream
 			ev, key, err := b.apply(meta.Sequence.Stream, m)
 			if err != nil {
 				b.cfg.Skip(meta.Sequence.Stream, m.Headers().Get(events.HeaderType), err)
@@ -299,7 +329,7 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 					b.mu.Lock()
 					delete(b.submitted, key)
 					b.mu.Unlock()
-				case events.WorkloadDeleted:
+				case events.WorkloadDeleted, events.WorkloadExpired:
 					b.mu.Lock()
 					for _, verb := range verbs {
 						delete(b.done, action{key, verb})
@@ -314,6 +344,15 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}) error {
 		if !caught && (len(msgs) == 0 || pending == 0) {
 			caught = true
 			close(caughtUp)
+		}
+		if (len(msgs) == 0 || pending == 0) && snaps.Due(last) {
+			payload, err := b.st.encode()
+			if err != nil {
+				snaps.Done(0, err)
+				continue
+			}
+			at := last
+			snaps.Start(func() (uint64, error) { return at, snaps.Store.Save(ctx, at, payload) })
 		}
 	}
 	return nil

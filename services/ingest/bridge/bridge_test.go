@@ -291,3 +291,42 @@ func TestConflictKeepsUserEdits(t *testing.T) {
 		t.Errorf("owner label %q after %d patches: the user's edit was lost", got, conflicts.Load())
 	}
 }
+
+// TestExpiredWorkloadOfCompletedJob: the workload of a completed Job
+// expires (the log's retention ends it) while the Job stays in the
+// cluster. The bridge forgets the workload and leaves the Job alone: it
+// neither submits it again nor finishes or deletes anything, even when
+// the Job changes or the bridge restarts.
+func TestExpiredWorkloadOfCompletedJob(t *testing.T) {
+	e := newEnv(t)
+	e.flavor("spot", spotFlavor)
+	stop := e.start()
+	const ns, name = "team-a", "done"
+	if _, err := e.kube.BatchV1().Jobs(ns).Create(e.ctx, newJob(ns, name, "uid-1", 2, userSelector), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "new Job submitted", e.callsAre("submit", "submit team-a/done"))
+	e.admit(ns, name, "spot", 2)
+	eventually(t, "admitted Job started", e.jobIs(ns, name, running))
+	e.editJob(ns, name, func(j *batchv1.Job) {
+		j.Status.Succeeded = 2
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	})
+	eventually(t, "completed Job finished", e.callsAre("finish", `finish team-a/done {"succeeded":true}`))
+	e.publish(events.WorkloadExpired, events.WorkloadSubject(ns, name), &events.WorkloadRef{Namespace: ns, Name: name})
+	e.editJob(ns, name, func(j *batchv1.Job) { j.Annotations["touched"] = "1" })
+	// A restarted bridge catches up with the log (the expiry included)
+	// before it reconciles every Job; a marker Job created after is
+	// submitted once the completed one has been looked at.
+	stop()
+	e.start()
+	if _, err := e.kube.BatchV1().Jobs(ns).Create(e.ctx, newJob(ns, "marker", "uid-m", 1, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the marker Job submitted", e.callsAre("submit", "submit team-a/done", "submit team-a/marker"))
+	for prefix, want := range map[string][]string{"finish": {`finish team-a/done {"succeeded":true}`}, "delete": nil} {
+		if err := e.callsAre(prefix, want...)(); err != nil {
+			t.Errorf("after the expiry: %v", err)
+		}
+	}
+}

@@ -88,7 +88,9 @@ func (s *state) apply(seq uint64, ev events.Event) (string, error) {
 		return "", fmt.Errorf("%s about unknown workload %s", ev.Type, key)
 	}
 	switch ev.Type {
-	case events.WorkloadDeleted:
+	case events.WorkloadDeleted, events.WorkloadExpired:
+		// An expired workload was finished: its Job, if still there, is
+		// done, and reconcile leaves a finished Job it does not know alone.
 		delete(s.workloads, key)
 		return key, nil
 	case events.QuotaReserved:
@@ -102,6 +104,12 @@ func (s *state) apply(seq uint64, ev events.Event) (string, error) {
 		w.admission, w.podsReady, w.evictedBy = nil, false, ev.Data.(*events.EvictedData).Reason
 	case events.Deactivated:
 		w.admission, w.podsReady, w.inactive = nil, false, true
+	case events.ActiveChanged:
+		if ev.Data.(*events.ActiveChangedData).Active {
+			w.inactive = false
+		} else if !w.finished {
+			w.admission, w.podsReady, w.inactive = nil, false, true
+		}
 	case events.WorkloadFinished:
 		w.admission, w.podsReady, w.finished = nil, false, true
 	default:
@@ -116,6 +124,8 @@ func workloadRef(data any) (events.WorkloadRef, bool) {
 	switch d := data.(type) {
 	case *events.WorkloadRef:
 		return *d, true
+	case *events.ActiveChangedData:
+		return d.WorkloadRef, true
 	case *events.QuotaReservedData:
 		return d.WorkloadRef, true
 	case *events.EvictedData:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -125,9 +126,17 @@ func nsJob(ns, name string) string {
 		`"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"busybox","resources":{"requests":{"cpu":"1"}}}]}}}}`
 }
 
-// forbidden is the 403 body's message.
+// forbidden is the 403 body's message: a metav1.Status' under /apis/
+// (Kubernetes-style APIs), else the one error's.
 func forbidden(t *testing.T, body string) string {
 	t.Helper()
+	var st metav1.Status
+	if json.Unmarshal([]byte(body), &st) == nil && st.Kind == "Status" {
+		if st.Reason != metav1.StatusReasonForbidden || st.Code != 403 {
+			t.Fatalf("want a Forbidden Status, got %s", body)
+		}
+		return st.Message
+	}
 	var out errorBody
 	if err := json.Unmarshal([]byte(body), &out); err != nil || len(out.Errors) != 1 {
 		t.Fatalf("want one error, got %s", body)
@@ -162,6 +171,9 @@ func TestEachRoleOverHTTP(t *testing.T) {
 			`user "bob" cannot create resource "workloads/finish" in API group "kueue.x-k8s.io" in the namespace "team-a"`},
 		{"batch-user deletes in another namespace", "alice-token", "DELETE", "/v1/workloads/team-b/wb", "", http.StatusForbidden,
 			`user "alice" cannot delete resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-b"`},
+		{"batch-user stops its workload", "alice-token", "POST", "/v1/workloads/team-a/wa/active", `{"active":false}`, http.StatusForbidden,
+			`user "alice" cannot update resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-a"`},
+		{"batch-admin stops a workload", "adam-token", "POST", "/v1/workloads/team-b/wb/active", `{"active":false}`, http.StatusAccepted, ""},
 		{"batch-user reprioritises", "alice-token", "POST", "/v1/workloads/team-a/wa/priority", `{"priority":100}`, http.StatusForbidden,
 			`user "alice" cannot create resource "workloads/priority" in API group "kueue.x-k8s.io" in the namespace "team-a"`},
 		{"batch-user applies a ClusterQueue", "alice-token", "POST", "/v1/apply", cq("4"), http.StatusForbidden,
@@ -194,6 +206,22 @@ func TestEachRoleOverHTTP(t *testing.T) {
 		{"no clock endpoint without --manual-clock", "olga-token", "POST", "/v1/debug/clock/advance", `{"duration":"1m"}`, http.StatusNotFound, ""},
 		{"apply checks every document", "fred-token", "POST", "/v1/apply", list(cqA, cq("8")), http.StatusForbidden,
 			`user "fred" cannot create resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope`},
+		{"batch-user reads another namespace's Workload object", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/workloads/wb", "", http.StatusForbidden,
+			`Workload/team-b/wb: user "alice" cannot get resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-b"`},
+		{"batch-user lists another namespace's Workload objects", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/workloads", "", http.StatusForbidden,
+			`user "alice" cannot list resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-b"`},
+		{"batch-user watches another namespace's Workload objects", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-b/workloads?watch=true", "", http.StatusForbidden,
+			`user "alice" cannot watch resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-b"`},
+		{"batch-user lists ClusterQueue objects", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "", http.StatusForbidden,
+			`user "alice" cannot list resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope`},
+		{"batch-user reads the Configuration", "alice-token", "GET", "/apis/config.kueue.x-k8s.io/v1beta1/configurations/default", "", http.StatusForbidden,
+			`Configuration/default: user "alice" cannot get resource "configurations" in API group "config.kueue.x-k8s.io" at the cluster scope`},
+		{"batch-user lists its LocalQueues", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/localqueues", "", http.StatusOK, ""},
+		{"batch-user watches its Workload objects", "alice-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads?watch=true&timeoutSeconds=1", "", http.StatusOK, ""},
+		{"a user who may list workloads nowhere lists them", "nobody-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/workloads", "", http.StatusForbidden,
+			`user "nobody" cannot list resource "workloads" in API group "kueue.x-k8s.io" at the cluster scope`},
+		{"viewer lists ClusterQueue objects", "vera-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "", http.StatusOK, ""},
+		{"viewer reads PriorityClasses", "vera-token", "GET", "/apis/scheduling.k8s.io/v1/priorityclasses", "", http.StatusOK, ""},
 		{"multi-document submit checks every document", "alice-token", "POST", "/v1/workloads", list(nsWorkload("team-a", "m1"), nsWorkload("team-b", "m2")), http.StatusForbidden,
 			`user "alice" cannot create resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-b"`},
 	} {
@@ -400,5 +428,91 @@ func TestForbiddenNamesTheObject(t *testing.T) {
 	a := rbac.Attributes{Verb: "get", APIGroup: groupKueue, Resource: "workloads", Namespace: "team-b", Name: "w"}
 	if got := forbiddenObject(a); got != "Workload/team-b/w" {
 		t.Errorf("forbiddenObject = %q", got)
+	}
+}
+
+// TestCounterfactualsNameOnlyWhatTheCallerMayRead: a counterfactual that
+// another namespace's workload finishing would admit names it to a
+// caller who may read it, and says "another workload" to one who may not.
+func TestCounterfactualsNameOnlyWhatTheCallerMayRead(t *testing.T) {
+	g := newGuarded(t, false, true)
+	config := `apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: rf}
+`
+	for _, ns := range []string{"team-a", "team-b"} {
+		config += `---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-` + ns + `}
+spec:
+  cohort: c
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: rf, resources: [{name: cpu, nominalQuota: "1"}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ` + ns + `}
+spec: {clusterQueue: cq-` + ns + `}
+`
+	}
+	if code, _, body := g.call(t, "olga-token", "POST", "/v1/apply", config, "Content-Type", "application/yaml"); code != http.StatusOK {
+		t.Fatalf("apply: %d %s", code, body)
+	}
+	// wa and wb take the cohort's 2 cpu; wb2 waits.
+	for _, w := range []struct{ ns, name string }{{"team-a", "wa"}, {"team-b", "wb"}, {"team-b", "wb2"}} {
+		if code, _, body := g.call(t, "olga-token", "POST", "/v1/workloads", nsWorkload(w.ns, w.name)); code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %s", w.name, code, body)
+		}
+	}
+	finishers := func(token string) (string, []string) {
+		code, _, body := g.call(t, token, "GET", "/v1/workloads/team-b/wb2/explain?counterfactual=true", "")
+		if code != http.StatusOK {
+			t.Fatalf("explain as %s: %d %s", token, code, body)
+		}
+		var ex struct {
+			Counterfactuals struct {
+				Changes []struct {
+					Kind      string
+					Workloads []struct {
+						Namespace, Name string
+						Hidden          bool
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &ex); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range ex.Counterfactuals.Changes {
+			if c.Kind != "Finish" {
+				continue
+			}
+			for _, w := range c.Workloads {
+				out = append(out, w.Namespace+"/"+w.Name+map[bool]string{true: "(hidden)"}[w.Hidden])
+			}
+		}
+		return body, out
+	}
+	// Candidates hold the same cpu and priority: key order picks team-a/wa.
+	if _, got := finishers("olga-token"); !slices.Equal(got, []string{"team-a/wa"}) {
+		t.Errorf("batch-admin sees finishers %v, want [team-a/wa]", got)
+	}
+	body, got := finishers("bob-token")
+	if !slices.Equal(got, []string{"/(hidden)"}) {
+		t.Errorf("team-b's user sees finishers %v, want one hidden", got)
+	}
+	if strings.Contains(body, "team-a") || strings.Contains(body, `"wa"`) {
+		t.Errorf("team-b's user learns of team-a's workload: %s", body)
+	}
+	if !strings.Contains(body, "another workload finished") {
+		t.Errorf("message does not say another workload: %s", body)
+	}
+	// Alice may not read team-b's workloads at all.
+	if code, _, _ := g.call(t, "alice-token", "GET", "/v1/workloads/team-b/wb2/explain?counterfactual=true", ""); code != http.StatusForbidden {
+		t.Errorf("team-a's user explains team-b's workload: %d", code)
 	}
 }

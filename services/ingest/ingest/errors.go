@@ -65,7 +65,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // request (a durable submission refused before it became one).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
-	if !errors.As(err, &he) {
+	if se, ok := fromAPIStatus(err); ok {
+		he = se
+	} else if !errors.As(err, &he) {
 		he = &httpError{status: http.StatusInternalServerError, cause: err,
 			errs: []api.FieldError{{Message: "internal error; the server log has the details under this request's id"}}}
 	}
@@ -74,6 +76,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jetqueue"`)
 	}
 	if he.status < 500 {
+		if kubernetesPath(r) {
+			writeJSON(w, he.status, asStatus(err, he, ""))
+			return
+		}
 		writeJSON(w, he.status, errorBody{Errors: he.errs})
 		return
 	}
@@ -93,5 +99,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		fields = append(fields, zap.String("method", r.Method), zap.String("path", r.URL.Path))
 	}
 	s.log.Error("request failed", fields...)
+	if kubernetesPath(r) {
+		writeJSON(w, he.status, asStatus(nil, he, id))
+		return
+	}
 	writeJSON(w, he.status, errorBody{Errors: he.errs, RequestID: id})
 }

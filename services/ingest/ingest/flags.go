@@ -2,6 +2,9 @@ package ingest
 
 import (
 	"flag"
+	"strings"
+
+	"github.com/jetqueue/jetqueue/libs/retention"
 
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -25,4 +28,18 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.KubeBridge, "kube-bridge", false, "admit Kubernetes batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (see docs/kubernetes.md)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of --kube-bridge (empty: the in-cluster service account)")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
+	c.Retention = &retention.Options{Snapshots: retention.DefaultSnapshots}
+	fs.DurationVar(&c.Retention.Retention, "retention", retention.DefaultRetention,
+		"how long a finished workload stays live before it expires, and how long an ended workload's events and a superseded configuration version stay in JQ_EVENTS after that (docs/retention.md)")
+	fs.DurationVar(&c.Retention.HistoryRetention, "history-retention", retention.DefaultHistoryRetention,
+		"how long PostgreSQL keeps an ended workload's row and events (docs/retention.md)")
+	fs.DurationVar(&c.Retention.Interval, "retention-interval", retention.DefaultInterval, "time between two passes of the retention role")
+	fs.Func("retention-snapshots", "comma-separated snapshot objects in JQ_SNAPSHOTS, one per decider, that JQ_EVENTS' purge waits for (default "+
+		strings.Join(retention.DefaultSnapshots, ",")+")", func(v string) error {
+		c.Retention.Snapshots = strings.Split(v, ",")
+		return nil
+	})
+	c.Submit = &SubmitLimits{}
+	fs.Int64Var(&c.Submit.MaxMsgs, "submit-max-msgs", DefaultSubmitLimits.MaxMsgs, "most submissions waiting in JQ_SUBMIT; a publish beyond is refused")
+	fs.Int64Var(&c.Submit.MaxBytes, "submit-max-bytes", DefaultSubmitLimits.MaxBytes, "most bytes waiting in JQ_SUBMIT; a publish beyond is refused")
 }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/auth/rbac"
@@ -24,8 +29,26 @@ import (
 	"github.com/jetqueue/jetqueue/libs/store"
 )
 
+// recordingMux is a ServeMux that remembers its patterns, so the API
+// reference can be held to the routes (openapi.go).
+type recordingMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *recordingMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.HandleFunc(pattern, h)
+}
+
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+	h, _ := s.routeTable()
+	return h
+}
+
+// routeTable builds the API's handler and lists its route patterns.
+func (s *Server) routeTable() (http.Handler, []string) {
+	mux := &recordingMux{ServeMux: http.NewServeMux()}
 	// check runs before the handler: it authorizes the request (see
 	// access.go), or for routes whose permission depends on the body or
 	// the result (apply, submit, lists) only requires an identity and the
@@ -56,27 +79,54 @@ func (s *Server) routes() http.Handler {
 	handle("DELETE /v1/{kind}/{name}", identified, s.deleteConfig)
 	handle("DELETE /v1/{kind}/{namespace}/{name}", identified, s.deleteConfig)
 	handle("POST /v1/workloads", identified, s.submit)
-	handle("GET /v1/workloads", identified, s.list)
-	handle("GET /v1/workloads/{ns}/{name}", may(workloadAttributes("get", "")), s.get)
+	handle("GET /v1/workloads", identified, s.readAfter(s.list))
+	handle("GET /v1/workloads/{ns}/{name}", may(workloadAttributes("get", "")), s.readAfter(s.get))
 	handle("DELETE /v1/workloads/{ns}/{name}", may(workloadAttributes("delete", "")), s.workloadAction(events.WorkloadDeleted))
 	handle("POST /v1/workloads/{ns}/{name}/finish", may(workloadAttributes("create", "finish")), s.workloadAction(events.WorkloadFinished))
 	handle("POST /v1/workloads/{ns}/{name}/podsready", may(workloadAttributes("create", "podsready")), s.workloadAction(events.PodsReady))
 	handle("POST /v1/workloads/{ns}/{name}/priority", may(workloadAttributes("create", "priority")), s.workloadAction(events.PriorityChanged))
-	handle("GET /v1/workloads/{ns}/{name}/explain", may(workloadAttributes("get", "")), s.explain)
+	// spec.active is the workload's own field: changing it is update on
+	// workloads, as kueuectl's stop and resume workload patch it.
+	handle("POST /v1/workloads/{ns}/{name}/active", may(workloadAttributes("update", "")), s.workloadAction(events.ActiveChanged))
+	handle("GET /v1/workloads/{ns}/{name}/explain", may(workloadAttributes("get", "")), s.readAfter(s.explain))
 	handle("GET /v1/clusterqueues", may(func(*http.Request) rbac.Attributes {
 		return rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}
-	}), s.clusterQueues)
+	}), s.readAfter(s.clusterQueues))
 	handle("GET /v1/clusterqueues/{name}", may(func(r *http.Request) rbac.Attributes {
 		return rbac.Attributes{Verb: "get", APIGroup: groupKueue, Resource: "clusterqueues", Name: r.PathValue("name")}
-	}), s.clusterQueues)
-	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{cq}/pendingworkloads", may(func(r *http.Request) rbac.Attributes {
-		return rbac.Attributes{Verb: "get", APIGroup: groupVisibility, Resource: "clusterqueues", Subresource: "pendingworkloads", Name: r.PathValue("cq")}
-	}), s.pendingWorkloads)
-	handle("GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues/{lq}/pendingworkloads", may(func(r *http.Request) rbac.Attributes {
-		return rbac.Attributes{Verb: "get", APIGroup: groupVisibility, Resource: "localqueues", Subresource: "pendingworkloads",
-			Namespace: r.PathValue("ns"), Name: r.PathValue("lq")}
-	}), s.pendingWorkloads)
+	}), s.readAfter(s.clusterQueues))
+	s.visibilityRoutes(handle, may, identified)
+	// The Kueue object API (objects.go): Kueue's objects at Kubernetes'
+	// paths; ?watch=true streams changes (watch.go).
+	for pattern, d := range objectRoutes() {
+		// A read waits for the projection to reach the caller's minSeq
+		// (readafter.go), as the /v1 queries do.
+		read := s.readAfter(s.readObjects(d))
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			r = withRequestID(w, r)
+			if _, err := s.caller(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if v := r.URL.Query().Get("watch"); v == "true" || v == "1" {
+				if err := s.watchObjects(w, r, d); err != nil {
+					s.writeError(w, r, err)
+				}
+				return
+			}
+			status, body, err := read(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			writeJSON(w, status, body)
+		})
+	}
+	handle("GET /version", identified, serverVersion)
 	handle("GET /v1/sync", identified, s.sync)
+	handle("POST /v1/whatif", identified, s.whatIf)
+	handle("GET /v1/eta", identified, s.pendingETAs)
+	mux.HandleFunc("GET /v1/watch/workloads", s.watchWorkloads)
 	// The manual clock's endpoint exists only with --manual-clock. Without
 	// it the path still answers 404 itself: left to the mux, it would match
 	// DELETE /v1/{kind}/{namespace}/{name} and answer 405.
@@ -88,7 +138,9 @@ func (s *Server) routes() http.Handler {
 		})
 	}
 	handle("POST /v1/projection/rebuild", may(nonResource), s.rebuildProjection)
-	return mux
+	handle("GET /v1/projection/rebuild", may(nonResource), s.projectionProgress)
+	handle("GET /openapi/v3", identified, func(*http.Request) (int, any, error) { return http.StatusOK, OpenAPI(), nil })
+	return mux, mux.patterns
 }
 
 // longWaits are the routes that wait on purpose, and their longest wait:
@@ -96,6 +148,7 @@ func (s *Server) routes() http.Handler {
 var longWaits = map[string]time.Duration{
 	"GET /v1/sync":                 maxSyncTimeout,
 	"POST /v1/debug/clock/advance": advanceTimeout,
+	"POST /v1/whatif":              replayTimeout + whatIfTimeout,
 }
 
 // body reads a request body up to the configured limit.
@@ -116,11 +169,32 @@ func (s *Server) body(r *http.Request) ([]byte, error) {
 
 // decode reads and decodes a request's manifests.
 func (s *Server) decode(r *http.Request) ([]api.Object, error) {
+	return s.decodeWith(r, api.DecodeOptions{})
+}
+
+// decoded is a body a caller in the process has decoded already (a durable
+// submission, checked for its namespace first): the route reads its
+// objects instead of decoding the same bytes again.
+type decoded struct {
+	data []byte
+	objs []api.Object
+	err  error
+}
+
+type decodedKey struct{}
+
+// decodeWith is decode with options.
+func (s *Server) decodeWith(r *http.Request, o api.DecodeOptions) ([]api.Object, error) {
 	data, err := s.body(r)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := api.Decode(data)
+	var objs []api.Object
+	if d, ok := r.Context().Value(decodedKey{}).(*decoded); ok && o == (api.DecodeOptions{}) && bytes.Equal(d.data, data) {
+		objs, err = d.objs, d.err
+	} else {
+		objs, err = api.DecodeWith(data, o)
+	}
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -153,6 +227,9 @@ type applied struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace,omitempty"`
 	Action    string `json:"action"`
+	// Object is, in a dry run, the object as it would be stored
+	// (decoded and defaulted), so a client can show what would change.
+	Object json.RawMessage `json:"object,omitempty"`
 }
 
 var configKinds = map[string]bool{api.KindResourceFlavor: true, api.KindClusterQueue: true, api.KindLocalQueue: true,
@@ -162,8 +239,25 @@ var configKinds = map[string]bool{api.KindResourceFlavor: true, api.KindClusterQ
 // batch: JetStream stores every change or none, and checks each one's
 // fence (the object's position when it was read) at the commit, so a
 // conflict on any document leaves nothing of the request applied.
+//
+// A LocalQueue without metadata.namespace is in the request's `namespace`
+// query parameter, else in "default", as kubectl apply -n does.
 func (s *Server) apply(r *http.Request) (int, any, error) {
-	objs, err := s.decode(r)
+	// dryRun=All, as the kube-apiserver takes it: everything but the
+	// publish (decode, validate, authorize, read each object's position).
+	dryRun := false
+	switch v := r.URL.Query().Get("dryRun"); v {
+	case "":
+	case "All":
+		dryRun = true
+	default:
+		return 0, nil, fail(http.StatusBadRequest, "", "dryRun", fmt.Sprintf("unsupported value %q: supported values: \"All\"", v))
+	}
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		ns = "default"
+	}
+	objs, err := s.decodeWith(r, api.DecodeOptions{DefaultNamespace: ns})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -189,18 +283,26 @@ func (s *Server) apply(r *http.Request) (int, any, error) {
 		if w != nil {
 			writes = append(writes, *w)
 		}
+		if dryRun {
+			if out.Object, err = json.Marshal(o); err != nil {
+				return 0, nil, err
+			}
+		}
 		result = append(result, out)
 	}
-	if len(writes) > 0 {
-		_, err := bus.PublishAtomic(r.Context(), s.js, writes)
+	answer := map[string]any{"applied": result}
+	if len(writes) > 0 && !dryRun {
+		seqs, err := bus.PublishAtomic(r.Context(), s.js, writes)
 		if errors.Is(err, bus.ErrConflict) {
 			return 0, nil, fail(http.StatusConflict, "", "", "an object of this request changed concurrently; nothing was applied; apply again")
 		}
 		if err != nil {
 			return 0, nil, err
 		}
+		// The last write's sequence: a query with ?minSeq= it sees them all.
+		answer["seq"] = slices.Max(seqs)
 	}
-	return http.StatusOK, map[string]any{"applied": result}, nil
+	return http.StatusOK, answer, nil
 }
 
 // validateConfig refuses, before anything is read or published, a request
@@ -307,6 +409,8 @@ func init() {
 		}
 		l := strings.ToLower(k)
 		kindNames[k], kindNames[l], kindNames[l+"s"], kindNames[strings.TrimSuffix(l, "s")+"es"] = k, k, k, k
+		// The resource as Kubernetes names it (workloadpriorityclasses).
+		kindNames[kindResources[k][1]] = k
 	}
 }
 
@@ -328,10 +432,11 @@ func (s *Server) deleteConfig(r *http.Request) (int, any, error) {
 	if prev == nil || prev.Type == events.ConfigDeleted {
 		return 0, nil, fail(http.StatusNotFound, kind+"/"+ref.Name, "", "not found")
 	}
-	if _, _, err := bus.Publish(r.Context(), s.js, s.event(events.ConfigDeleted, subject, &ref), &seq); err != nil {
+	got, _, err := bus.Publish(r.Context(), s.js, s.event(events.ConfigDeleted, subject, &ref), &seq)
+	if err != nil {
 		return 0, nil, conflictOr(err, kind+"/"+ref.Name)
 	}
-	return http.StatusOK, map[string]any{"deleted": ref}, nil
+	return http.StatusOK, map[string]any{"deleted": ref, "seq": got}, nil
 }
 
 func conflictOr(err error, object string) error {
@@ -492,12 +597,12 @@ func (s *Server) toWorkload(ctx context.Context, o api.Object) (*api.Workload, e
 }
 
 // fresh says whether the submission's name is free: its subject is empty
-// or ends in a deletion. It returns the fence to publish at.
+// or ends in a deletion or expiry. It returns the fence to publish at.
 func (sub *submission) fresh() (expect uint64, ok bool) {
 	switch {
 	case sub.prev == nil:
 		return 0, true
-	case sub.prev.Type == events.WorkloadDeleted:
+	case events.Ends(sub.prev.Type):
 		return sub.seq, true
 	}
 	return 0, false
@@ -528,7 +633,21 @@ func (s *Server) publishSubmission(ctx context.Context, sub *submission) (int, a
 		return 0, nil, err
 	}
 	if dup {
-		return s.duplicate(ctx, sub, got)
+		code, ans, err := s.duplicate(ctx, sub, got)
+		if !errors.Is(err, errOriginalGone) {
+			return code, ans, err
+		}
+		// The event JetStream deduplicated it against was purged (its
+		// workload ended and the log's retention dropped it within the
+		// duplicate window): this is a new submission. Its fence still
+		// makes it the only one under the name.
+		ev := s.submittedEvent(sub, nil)
+		ev.ID = digest(sub.id, "after-purge", nuid.Next())
+		if got, _, err = bus.Publish(ctx, s.js, ev, &expect); errors.Is(err, bus.ErrConflict) {
+			return 0, nil, nameTaken(sub.wl)
+		} else if err != nil {
+			return 0, nil, err
+		}
 	}
 	return http.StatusAccepted, submitted{Namespace: sub.wl.Namespace, Name: sub.wl.Name, UID: string(sub.wl.UID), Seq: got}, nil
 }
@@ -579,11 +698,18 @@ func (s *Server) publishSubmissions(ctx context.Context, subs []*submission) (in
 	return http.StatusAccepted, map[string]any{"items": answers}, nil
 }
 
+// errOriginalGone means the event a publish was deduplicated against is
+// no longer in the stream.
+var errOriginalGone = errors.New("the original of a deduplicated event was purged")
+
 // duplicate answers a submission JetStream dropped as a duplicate of the
 // event at seq: the first submission's answer if it is the same document
 // (a retry), else 409 naming the key reused for another document.
 func (s *Server) duplicate(ctx context.Context, sub *submission, seq uint64) (int, any, error) {
 	m, err := s.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil, errOriginalGone
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("read the submission at %d: %w", seq, err)
 	}
@@ -637,7 +763,7 @@ func (s *Server) currentSubmission(ctx context.Context, subject string) (*events
 			switch ev.Type {
 			case events.WorkloadSubmitted:
 				cur, curSeq = &ev, m.Sequence
-			case events.WorkloadDeleted:
+			case events.WorkloadDeleted, events.WorkloadExpired:
 				cur = nil
 			}
 		}
@@ -716,6 +842,18 @@ func (s *Server) workloadAction(typ events.Type) func(*http.Request) (int, any, 
 				return 0, nil, fail(http.StatusBadRequest, object, "priority", "want {\"priority\": <int32>}")
 			}
 			data = &events.PriorityChangedData{WorkloadRef: ref, Priority: *in.Priority}
+		case events.ActiveChanged:
+			b, err := s.body(r)
+			if err != nil {
+				return 0, nil, err
+			}
+			var in struct {
+				Active *bool `json:"active"`
+			}
+			if err := strictJSON(b, &in); err != nil || in.Active == nil {
+				return 0, nil, fail(http.StatusBadRequest, object, "active", "want {\"active\": true|false}")
+			}
+			data = &events.ActiveChangedData{WorkloadRef: ref, Active: *in.Active}
 		}
 		subject := events.WorkloadSubject(ns, name)
 		ev := s.event(typ, subject, data)
@@ -740,7 +878,7 @@ func (s *Server) workloadAction(typ events.Type) func(*http.Request) (int, any, 
 			if err != nil {
 				return 0, nil, err
 			}
-			if prev == nil || prev.Type == events.WorkloadDeleted {
+			if prev == nil || events.Ends(prev.Type) {
 				return 0, nil, fail(http.StatusNotFound, object, "", "workload not found")
 			}
 			got, _, err = bus.Publish(r.Context(), s.js, ev, &seq)
@@ -787,6 +925,15 @@ func (s *Server) list(r *http.Request) (int, any, error) {
 		}
 		f.Namespaces = nss
 	}
+	if q.Has("at") {
+		at, err := s.pointInTime(r)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !at.IsZero() {
+			return s.listAt(r, f, at)
+		}
+	}
 	items, next, err := s.store.ListWorkloads(r.Context(), f)
 	if errors.Is(err, store.ErrBadCursor) {
 		return 0, nil, fail(http.StatusBadRequest, "", "after", "invalid cursor")
@@ -796,6 +943,15 @@ func (s *Server) list(r *http.Request) (int, any, error) {
 	}
 	if items == nil {
 		items = []store.WorkloadView{}
+	}
+	if v := q.Get("eta"); v != "" && v != "true" && v != "false" {
+		return 0, nil, fail(http.StatusBadRequest, "", "eta", "must be true or false")
+	} else if v == "true" {
+		withETA, err := s.withETA(r, items, time.Time{})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, map[string]any{"items": withETA, "next": next}, nil
 	}
 	return http.StatusOK, map[string]any{"items": items, "next": next}, nil
 }
@@ -815,6 +971,9 @@ func (s *Server) get(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) explain(r *http.Request) (int, any, error) {
+	if q := r.URL.Query(); q.Has("at") || q.Has("counterfactual") || q.Get("eta") == "true" {
+		return s.explainHistory(r)
+	}
 	ex, err := s.store.Explain(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, fail(http.StatusNotFound, "Workload/"+r.PathValue("ns")+"/"+r.PathValue("name"), "", "not found")
@@ -827,6 +986,15 @@ func (s *Server) explain(r *http.Request) (int, any, error) {
 
 func (s *Server) clusterQueues(r *http.Request) (int, any, error) {
 	name := r.PathValue("name")
+	if r.URL.Query().Has("at") {
+		at, err := s.pointInTime(r)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !at.IsZero() {
+			return s.clusterQueuesAt(r, name, at)
+		}
+	}
 	cqs, err := s.store.ClusterQueues(r.Context(), name)
 	if err != nil {
 		return 0, nil, err
@@ -843,52 +1011,6 @@ func (s *Server) clusterQueues(r *http.Request) (int, any, error) {
 	return http.StatusOK, cqs[0], nil
 }
 
-// pendingWorkloads is Kueue's visibility API: a ClusterQueue's (or one
-// LocalQueue's) pending workloads in queue order, with positions.
-func (s *Server) pendingWorkloads(r *http.Request) (int, any, error) {
-	q := r.URL.Query()
-	limit, offset := 1000, 0
-	for name, p := range map[string]*int{"limit": &limit, "offset": &offset} {
-		if v := q.Get(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return 0, nil, fail(http.StatusBadRequest, "", name, "must be a non-negative integer")
-			}
-			*p = n
-		}
-	}
-	cq, ns, lq := r.PathValue("cq"), r.PathValue("ns"), r.PathValue("lq")
-	if lq != "" {
-		target, err := s.store.LocalQueueTarget(r.Context(), ns, lq)
-		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil, fail(http.StatusNotFound, "LocalQueue/"+ns+"/"+lq, "", "not found")
-		}
-		if err != nil {
-			return 0, nil, err
-		}
-		cq = target
-	}
-	items, err := s.store.PendingWorkloads(r.Context(), cq, ns, lq, limit, offset)
-	if err != nil {
-		return 0, nil, err
-	}
-	type meta struct {
-		Name              string    `json:"name"`
-		Namespace         string    `json:"namespace"`
-		CreationTimestamp time.Time `json:"creationTimestamp"`
-	}
-	type item struct {
-		Metadata meta `json:"metadata"`
-		store.PendingWorkload
-	}
-	out := make([]item, 0, len(items))
-	for _, p := range items {
-		out = append(out, item{Metadata: meta{Name: p.Name, Namespace: p.Namespace, CreationTimestamp: p.CreatedAt}, PendingWorkload: p})
-	}
-	return http.StatusOK, map[string]any{"kind": "PendingWorkloadsSummary",
-		"apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "metadata": map[string]any{}, "items": out}, nil
-}
-
 // rebuildProjection drops the projection and replays JQ_EVENTS into it;
 // GET /v1/sync tells when it has caught up.
 func (s *Server) rebuildProjection(r *http.Request) (int, any, error) {
@@ -902,6 +1024,21 @@ func (s *Server) rebuildProjection(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusAccepted, map[string]any{"rebuilding": true}, nil
+}
+
+// projectionProgress says how far the projection is: the last stream
+// sequence written to it and the stream's last, so that a rebuild's
+// progress can be followed.
+func (s *Server) projectionProgress(r *http.Request) (int, any, error) {
+	seq, err := s.store.LastSeq(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	info, err := s.stream.Info(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"seq": seq, "streamSeq": info.State.LastSeq}, nil
 }
 
 // advanceClock moves the shared manual clock (routed only with
@@ -1064,4 +1201,26 @@ func (s *Server) waitingFor(ctx context.Context) (string, error) {
 		return fmt.Sprintf("the scorer (%d to deliver, %d unacknowledged)", ci.NumPending, ci.NumAckPending), nil
 	}
 	return "", nil
+}
+
+// serverVersion is GET /version: the build's version, as the
+// kube-apiserver's /version answers (k8s.io/apimachinery's version.Info).
+func serverVersion(*http.Request) (int, any, error) {
+	v := version.Info{GitVersion: "(devel)"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v.GoVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			v.GitVersion = bi.Main.Version
+		}
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				v.GitCommit = st.Value
+			case "vcs.time":
+				v.BuildDate = st.Value
+			}
+		}
+	}
+	v.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	return http.StatusOK, v, nil
 }

@@ -30,7 +30,10 @@ import (
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/clock"
+	"github.com/jetqueue/jetqueue/libs/metrics"
+	"github.com/jetqueue/jetqueue/libs/retention"
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 	"github.com/jetqueue/jetqueue/libs/store"
 	"github.com/jetqueue/jetqueue/services/ingest/bridge"
 	"github.com/jetqueue/jetqueue/services/ingest/projector"
@@ -50,6 +53,12 @@ type Config struct {
 	// submissions are refused with 503; 0 disables the check.
 	MaxLag uint64
 	Stream bus.StreamOptions
+	// Retention is the retention role's knobs (package retention); nil
+	// means its defaults. Flags always set it, so a zero or negative
+	// value given on the command line is refused.
+	Retention *retention.Options
+	// Submit bounds JQ_SUBMIT; nil means its defaults.
+	Submit *SubmitLimits
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
 	// Listening, when set, receives the HTTP address once it listens.
@@ -83,10 +92,12 @@ type Server struct {
 
 	mu          sync.Mutex
 	lastCreated time.Time
-	gate        lagGate
-	clock       *clock.Manual
-	rebuild     chan chan error
-	guard       *Guard
+	// watches counts the open watches per caller (under mu).
+	watches map[string]int
+	gate    lagGate
+	clock   *clock.Manual
+	rebuild chan chan error
+	guard   *Guard
 }
 
 // Run serves until ctx ends.
@@ -102,6 +113,19 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
+	}
+	if cfg.Retention == nil {
+		cfg.Retention = &retention.Options{Retention: retention.DefaultRetention, HistoryRetention: retention.DefaultHistoryRetention,
+			Interval: retention.DefaultInterval, Snapshots: retention.DefaultSnapshots}
+	}
+	if err := cfg.Retention.Validate(); err != nil {
+		return service.Permanent(err)
+	}
+	if cfg.Submit == nil {
+		cfg.Submit = &DefaultSubmitLimits
+	}
+	if err := cfg.Submit.Validate(); err != nil {
+		return service.Permanent(err)
 	}
 	// Before anything else: a server that would let anyone in without
 	// anyone having chosen so does not start.
@@ -148,6 +172,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	defer st.Close()
 	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error), guard: guard}
 
+	metrics.RegisterIngest(rt.Registry, s.lags)
 	handler := s.routes()
 	subs, err := s.serveNATS(nc, handler)
 	if err != nil {
@@ -163,7 +188,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	instance := "ingest-" + nuid.Next()
-	submissions, err := ensureSubmissions(ctx, js)
+	submissions, err := ensureSubmissions(ctx, js, *cfg.Submit)
 	if err != nil {
 		return err
 	}
@@ -171,7 +196,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := s.httpServer(s.authenticate(handler))
+	srv := s.httpServer(withConsole(s.authenticate(handler)))
 	if srv.TLSConfig = guard.Authn.TLSConfig(); srv.TLSConfig != nil {
 		lis = tls.NewListener(lis, srv.TLSConfig)
 	}
@@ -198,10 +223,23 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			errc <- err
 		}
 	}()
+	ret, err := retention.New(retention.Config{Options: *cfg.Retention, JS: js, Stream: stream, Store: st, Log: rt.Log.Named("retention"),
+		Leader: bus.NewLeadership(leases, retention.LeaseKey, instance, ttl), Now: cfg.Now, Registerer: rt.Registry})
+	if err != nil {
+		stopProjector()
+		wg.Wait()
+		return service.Permanent(err)
+	}
+	wg.Go(func() {
+		if err := ret.Run(pctx); err != nil {
+			errc <- err
+		}
+	})
 	if kube != nil {
 		wg.Go(func() {
 			err := bridge.RunLeading(pctx, bridge.Config{Kube: kube, API: bridge.Handler(asBridge(handler)), JS: js, Log: rt.Log, Skip: rt.Skip,
-				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) }},
+				SubmissionID: func(ns, key string) string { return digest("submit-key", ns, key) },
+				Snapshot:     snapshot.DefaultPolicy, SnapshotMetrics: snapshot.NewMetrics(rt.Registry, "kube-bridge")},
 				bus.NewLeadership(leases, "kube-bridge", instance, ttl))
 			if err != nil {
 				errc <- err

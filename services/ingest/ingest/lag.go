@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/metrics"
 )
 
 // lagGate refuses submissions while admission is too far behind the
@@ -54,4 +55,26 @@ func (s *Server) admit(ctx context.Context) error {
 		return fail(http.StatusServiceUnavailable, "", "", "admission is behind; retry later")
 	}
 	return nil
+}
+
+// lags reads admission's and the projection's distance from the end of
+// the stream, for the metrics.
+func (s *Server) lags(ctx context.Context) (metrics.Lags, error) {
+	adm, err := s.admissionLag(ctx)
+	if err != nil {
+		return metrics.Lags{}, err
+	}
+	proj, err := s.store.LastSeq(ctx)
+	if err != nil {
+		return metrics.Lags{}, err
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return metrics.Lags{}, err
+	}
+	l := metrics.Lags{Admission: adm}
+	if info.State.LastSeq > proj {
+		l.Projection = info.State.LastSeq - proj
+	}
+	return l, nil
 }

@@ -177,13 +177,40 @@ func workloadRequest(method, verb string) func(*nats.Msg) (*http.Request, error)
 	}
 }
 
+// SubmitLimits bound the submissions waiting in JQ_SUBMIT.
+type SubmitLimits struct {
+	MaxMsgs, MaxBytes int64
+}
+
+// DefaultSubmitLimits are the flags' defaults: a million submissions or
+// 1 GiB, whichever comes first.
+var DefaultSubmitLimits = SubmitLimits{MaxMsgs: 1_000_000, MaxBytes: 1 << 30}
+
+// Validate refuses a limit that is not positive, naming its flag.
+func (l SubmitLimits) Validate() error {
+	if l.MaxMsgs <= 0 {
+		return fmt.Errorf("--submit-max-msgs %d: must be positive", l.MaxMsgs)
+	}
+	if l.MaxBytes <= 0 {
+		return fmt.Errorf("--submit-max-bytes %d: must be positive", l.MaxBytes)
+	}
+	return nil
+}
+
 // ensureSubmissions declares JQ_SUBMIT and ingest's consumer on it. Ingest
 // does so before it reports ready, so that a submitter who waited for it
 // never publishes to a stream that does not exist yet.
-func ensureSubmissions(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+//
+// JQ_SUBMIT is a work queue: a submission leaves it once ingest has
+// handled it (accepted into JQ_EVENTS, or rejected). What waits is
+// bounded by lim; a full stream refuses new publishes (DiscardNew), so the
+// publisher is told its submission was not taken, and nothing JetStream
+// acknowledged is ever dropped to make room.
+func ensureSubmissions(ctx context.Context, js jetstream.JetStream, lim SubmitLimits) (jetstream.Consumer, error) {
 	st, err := bus.Ensure(ctx, func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
 			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
+			MaxMsgs: lim.MaxMsgs, MaxBytes: lim.MaxBytes, Discard: jetstream.DiscardNew,
 			Replicas: bus.Replicas(ctx, js)})
 	})
 	if err != nil {
@@ -233,13 +260,17 @@ func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 	case typ != SubmitType:
 		s.writeError(rec, nil, fail(http.StatusBadRequest, "", events.HeaderType, fmt.Sprintf("want %s, got %q", SubmitType, typ)))
 	default:
-		if err := sameNamespace(m.Subject(), ns, m.Data()); err != nil {
+		// The body is decoded once: the namespace check and the submit
+		// route read the same objects.
+		objs, derr := api.Decode(m.Data())
+		if err := sameNamespace(m.Subject(), ns, objs); err != nil {
 			s.writeError(rec, nil, err)
 			break
 		}
 		req, _ := http.NewRequest("POST", "/v1/workloads", bytes.NewReader(m.Data()))
 		req.Header.Set("Idempotency-Key", id)
-		h.ServeHTTP(rec, req.WithContext(auth.WithUser(req.Context(), submitterOf(ns))))
+		ctx := context.WithValue(auth.WithUser(req.Context(), submitterOf(ns)), decodedKey{}, &decoded{data: m.Data(), objs: objs, err: derr})
+		h.ServeHTTP(rec, req.WithContext(ctx))
 	}
 	if rec.Code >= 500 {
 		_ = m.NakWithDelay(time.Second)
@@ -267,8 +298,7 @@ func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 // the one thing about the sender it vouches for (JetStream keeps no
 // Nats-Request-Info); the documents must stay inside it. What does not
 // decode is left to the handler, which rejects it with its usual errors.
-func sameNamespace(subject, ns string, body []byte) error {
-	objs, _ := api.Decode(body)
+func sameNamespace(subject, ns string, objs []api.Object) error {
 	for _, o := range objs {
 		m, err := meta.Accessor(o)
 		if err != nil {

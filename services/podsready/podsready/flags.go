@@ -4,10 +4,14 @@ import (
 	"flag"
 
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // RegisterFlags declares the service's flags; each also reads JQ_<NAME>.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	service.RegisterMemberFlags(fs, &c.Member, "podsready-0")
+	c.Snapshot = snapshot.DefaultPolicy
+	fs.Uint64Var(&c.Snapshot.Events, "snapshot-events", snapshot.DefaultPolicy.Events, "snapshot the state to JQ_SNAPSHOTS once this many events were read since the last one (0: not by count)")
+	fs.DurationVar(&c.Snapshot.Interval, "snapshot-interval", snapshot.DefaultPolicy.Interval, "snapshot the state to JQ_SNAPSHOTS once this long has passed since the last one, if any event came (0: not by time)")
 	fs.BoolVar(&c.ManualClock, "manual-clock", false, "dev/test only: read the shared manual clock")
 }

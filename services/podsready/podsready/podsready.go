@@ -1,6 +1,6 @@
 // Package podsready is the waitForPodsReady service's shell (KEP-349):
 //
-//	JQ_EVENTS, ordered consumer from the start ─▶ engine replica (events applied as facts)
+//	JQ_EVENTS, ordered consumer from the snapshot (or the start) ─▶ engine replica (events applied as facts)
 //	        ▲                                            │ caught up, clock read
 //	        │                                            ▼
 //	        └── Evicted / Requeued / Deactivated ◀── the engine's due timers
@@ -42,6 +42,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // Config is the service's configuration.
@@ -50,6 +51,9 @@ type Config struct {
 	ManualClock bool
 	// Now is the clock; nil means the wall clock (or the manual one).
 	Now func() time.Time
+	// Snapshot says when to snapshot the replica (libs/snapshot); the
+	// zero policy never writes one (a snapshot found is still restored).
+	Snapshot snapshot.Policy
 }
 
 // Service is one podsready instance.
@@ -68,7 +72,18 @@ type Service struct {
 	rt    *service.Runtime
 	// skippedThrough is the last sequence skipped as unappliable.
 	skippedThrough uint64
+	snaps          *snapshot.Writer
+	// dormant counts the events whose bodies were not read because
+	// waitForPodsReady was off; full makes the replica read every event
+	// (set once the configuration turned waitForPodsReady on after some
+	// were not read, for the whole life of the process).
+	dormant uint64
+	full    bool
 }
+
+// errRebuild: waitForPodsReady was turned on after events were passed
+// over unread; the replica is built again from the start of the log.
+var errRebuild = errors.New("waitForPodsReady turned on: rebuilding the replica from the log")
 
 // Run is the service's main: it returns when ctx ends.
 func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
@@ -92,10 +107,22 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer s.leader.Release()
+	store, err := snapshot.Open(ctx, conn.JS, snapshot.Options{Name: cfg.Shard, Version: snapshotVersion, Log: rt.Log,
+		Metrics: snapshot.NewMetrics(rt.Registry, "podsready")})
+	if err != nil {
+		return err
+	}
+	s.snaps = &snapshot.Writer{Store: store, Policy: cfg.Snapshot}
+	defer s.snaps.Wait()
 	for ctx.Err() == nil {
 		err := s.follow(ctx, rt)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errRebuild) {
+			s.log.Info("waitForPodsReady is on: replaying the log, reading every event", zap.Uint64("passedOver", s.dormant))
+			s.full = true
+			continue
 		}
 		if !errors.Is(err, bus.ErrLeaseLost) {
 			return err
@@ -105,11 +132,19 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	return nil
 }
 
-// follow replays the stream from the start into a fresh replica, then
-// keeps following it, firing timers while it holds the lease.
+// follow rebuilds the replica from the newest usable snapshot and the
+// stream after it (the whole stream without one), then keeps following
+// it, firing timers while it holds the lease.
 func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
-	s.eng, s.last, s.await, s.onSubj = engine.New(), 0, 0, map[string]uint64{}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	s.reset()
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if s.snaps != nil {
+		if seq := s.snaps.Store.Restore(ctx, s.restoreState); seq > 0 {
+			s.snaps.Restored(seq)
+			cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1}
+		}
+	}
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
@@ -122,6 +157,7 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 			continue
 		}
 		rt.SetReady(true)
+		s.maybeSnapshot(ctx)
 		leading, err := s.leader.Lead(ctx)
 		if err != nil {
 			return err
@@ -146,6 +182,18 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 		}
 	}
 	return nil
+}
+
+// reset empties the replica before a replay.
+func (s *Service) reset() {
+	s.eng, s.last, s.await, s.onSubj, s.dormant = engine.New(), 0, 0, map[string]uint64{}, 0
+}
+
+// enabled reports whether the configuration read so far turns
+// waitForPodsReady on.
+func (s *Service) enabled() bool {
+	c := s.eng.Configuration()
+	return c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable
 }
 
 // consume applies the next batch of events and reports whether the
@@ -174,8 +222,11 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		}
 		pending = meta.NumPending
 		s.last = meta.Sequence.Stream
-		s.onSubj[msg.Subject()] = s.last
-		s.apply(msg)
+		ended, err := s.apply(msg)
+		if err != nil {
+			return false, err
+		}
+		s.track(msg.Subject(), s.last, ended)
 	}
 	return len(msgs) == 0 || pending == 0, nil
 }
@@ -184,8 +235,23 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 // (it does not decode, its content is impossible, applying it panics) is
 // skipped by the services' rule and never stops the replay: returning the
 // error would restart the service onto the same event for ever.
-func (s *Service) apply(msg jetstream.Msg) {
+//
+// It reports whether the event ended its workload (a deletion or expiry
+// the engine applied, or, passed over, whose type ends one).
+//
+// While waitForPodsReady is off the service has nothing to do, so it reads
+// only configuration events, by their ce-type header, and passes over the
+// rest unread. When a configuration then turns it on, apply answers
+// errRebuild: the replica is built again from the log, reading everything.
+func (s *Service) apply(msg jetstream.Msg) (ended bool, err error) {
 	typ := msg.Headers().Get(events.HeaderType)
+	config := typ == string(events.ConfigApplied) || typ == string(events.ConfigDeleted)
+	if !s.full && !config && !s.enabled() {
+		// Passed over unread; the subject's position is still kept
+		// (forgotten when the event's type ends the workload).
+		s.dormant++
+		return events.Ends(events.Type(typ)), nil
+	}
 	ev, err := bus.Decode(msg)
 	if err == nil {
 		err = replay.Guard(func() error { return replay.Apply(s.eng, ev) })
@@ -195,6 +261,25 @@ func (s *Service) apply(msg jetstream.Msg) {
 		// is counted once.
 		s.skippedThrough = s.last
 		s.rt.Skip(s.last, typ, err)
+	}
+	if config && !s.full && s.dormant > 0 && s.enabled() {
+		return false, errRebuild
+	}
+	return err == nil && events.Ends(ev.Type), nil
+}
+
+// track keeps the position of each live workload's subject, which the
+// timers' events are fenced at. Only workload subjects are kept, and a
+// workload's is forgotten when it ends, so the map holds no more than
+// the engine's live workloads; a later submission under the name starts
+// it again.
+func (s *Service) track(subject string, seq uint64, ended bool) {
+	switch {
+	case !events.IsWorkloadSubject(subject):
+	case ended:
+		delete(s.onSubj, subject)
+	default:
+		s.onSubj[subject] = seq
 	}
 }
 
@@ -241,7 +326,7 @@ func (s *Service) fire(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		s.onSubj[ev.Subject] = seq
+		s.track(ev.Subject, seq, false)
 		s.await = max(s.await, seq)
 	}
 	return nil

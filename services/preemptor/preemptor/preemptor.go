@@ -96,11 +96,25 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	return nil
 }
 
+// consumerOptions is the preemptor's durable consumer: every event, one
+// acknowledgement per batch.
+var consumerOptions = bus.ConsumerOptions{Durable: Durable,
+	FilterSubjects: []string{events.SubjectRoot + ".>"}, AckWait: 10 * time.Second, AckAll: true}
+
 // work consumes while this instance holds the lease.
 func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
-	cons, err := bus.EnsureConsumer(ctx, stream, bus.ConsumerOptions{Durable: Durable,
-		FilterSubjects: []string{events.SubjectRoot + ".>"}, AckWait: 10 * time.Second, AckAll: true})
+	cons, err := bus.EnsureConsumer(ctx, stream, consumerOptions)
 	if err != nil {
+		return err
+	}
+	// A leader that stopped between acknowledging a batch and reporting it
+	// left the consumer ahead of its mark; nothing is delivered again, so
+	// without this /v1/sync would wait on the gap for ever.
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", Durable, err)
+	}
+	if err := s.progress.Advance(ctx, info.AckFloor.Stream); err != nil {
 		return err
 	}
 	for ctx.Err() == nil {

@@ -124,3 +124,55 @@ func waitProgress(t *testing.T, ctx context.Context, js jetstream.JetStream, seq
 		}
 	}
 }
+
+// TestTakesOverAnAcknowledgedButUnreportedPosition: a leader that stopped
+// after acknowledging a batch but before reporting it leaves nothing to be
+// delivered again; its successor reports the consumer's position, so
+// /v1/sync, which waits on the mark, does not wait for ever.
+func TestTakesOverAnAcknowledgedButUnreportedPosition(t *testing.T) {
+	srv := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const n = 7
+	for i := range n {
+		name := fmt.Sprint("w", i)
+		if _, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", i), Type: events.QuotaReserved,
+			Source: "test", Time: t0, Subject: events.WorkloadSubject("ns", name),
+			Data: &events.QuotaReservedData{WorkloadRef: events.WorkloadRef{Namespace: "ns", Name: name}}}.FromOwner(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The predecessor: registered, consumed and acknowledged all seven,
+	// stopped before reporting.
+	if _, err := bus.NewProgress(ctx, conn.JS, "preemptor"); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := bus.EnsureConsumer(ctx, conn.Stream, consumerOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := cons.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last jetstream.Msg
+	got := 0
+	for m := range msgs.Messages() {
+		last = m
+		got++
+	}
+	if got != n {
+		t.Fatalf("fetched %d events, want %d", got, n)
+	}
+	if err := last.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, srv.ClientURL(), "successor")
+	defer stop()
+	waitProgress(t, ctx, conn.JS, n)
+}

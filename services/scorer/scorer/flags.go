@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // RegisterFlags declares the service's flags; each also reads JQ_<NAME>.
@@ -23,4 +24,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.Int64Var(&c.Scoring.FitPlusWeight, "fit-plus-weight", 0, "score weight of NodeResourcesFitPlus (0: the --config's, else 1)")
 	fs.Int64Var(&c.Scoring.ScarceWeight, "scarce-weight", 0, "score weight of ScarceResourceAvoidance (0: the --config's, else 1)")
 	fs.IntVar(&c.Stream.Replicas, "stream-replicas", 1, "JQ_EVENTS replicas")
+	c.Snapshot = snapshot.DefaultPolicy
+	fs.Uint64Var(&c.Snapshot.Events, "snapshot-events", snapshot.DefaultPolicy.Events, "snapshot the state to JQ_SNAPSHOTS once this many events were read since the last one (0: not by count)")
+	fs.DurationVar(&c.Snapshot.Interval, "snapshot-interval", snapshot.DefaultPolicy.Interval, "snapshot the state to JQ_SNAPSHOTS once this long has passed since the last one, if any event came (0: not by time)")
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 	"github.com/jetqueue/jetqueue/libs/service"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 )
 
 // Inventory sources.
@@ -73,6 +74,10 @@ type Config struct {
 	// WaitForState bounds how long a QuotaReserved event waits for the
 	// follower to apply it before it is handed back for redelivery.
 	WaitForState time.Duration
+	// Snapshot says when the follower snapshots its state to
+	// JQ_SNAPSHOTS (SnapshotName); the zero policy never writes one (a
+	// snapshot found is still restored).
+	Snapshot snapshot.Policy
 }
 
 // Service is one scorer instance.
@@ -146,7 +151,14 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		}
 		g.Go(func() error { return runKV(gctx, kv, s.inv, s.log) })
 	}
-	g.Go(func() error { return s.follow.run(gctx, s.js) })
+	store, err := snapshot.Open(ctx, s.js, snapshot.Options{Name: SnapshotName, Version: snapshotVersion, Log: rt.Log,
+		Metrics: snapshot.NewMetrics(rt.Registry, "scorer")})
+	if err != nil {
+		return err
+	}
+	snaps := &snapshot.Writer{Store: store, Policy: cfg.Snapshot}
+	defer snaps.Wait()
+	g.Go(func() error { return s.follow.run(gctx, s.js, snaps) })
 
 	q := &Querier{Scorer: sc, Inventory: s.inv, observe: func(status int) {
 		s.queries.WithLabelValues(fmt.Sprint(status)).Inc()
@@ -359,12 +371,15 @@ func (f *follower) waitFor(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-func (f *follower) run(ctx context.Context, js jetstream.JetStream) error {
+func (f *follower) run(ctx context.Context, js jetstream.JetStream, snaps *snapshot.Writer) error {
 	// Every event is a workload or config event: no filter is needed, and
 	// nats-server before 2.10 refuses several filter subjects.
-	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start := snaps.Store.Restore(ctx, f.restore); start > 0 {
+		snaps.Restored(start)
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}
+	}
+	cons, err := js.OrderedConsumer(ctx, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
@@ -377,8 +392,27 @@ func (f *follower) run(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("follow %s: %w", events.Stream, err)
 		}
 		f.apply(msgs)
+		f.maybeSnapshot(ctx, snaps)
 	}
 	return nil
+}
+
+// maybeSnapshot writes a snapshot in the background when the follower
+// has caught up and one is due.
+func (f *follower) maybeSnapshot(ctx context.Context, snaps *snapshot.Writer) {
+	f.mu.Lock()
+	at, caughtUp := f.applied, f.caughtUp
+	if !caughtUp || !snaps.Due(at) {
+		f.mu.Unlock()
+		return
+	}
+	payload, err := f.state.encode()
+	f.mu.Unlock()
+	if err != nil {
+		snaps.Done(0, err)
+		return
+	}
+	snaps.Start(func() (uint64, error) { return at, snaps.Store.Save(ctx, at, payload) })
 }
 
 // apply folds a batch and wakes the waiters; an empty batch or one that

@@ -95,7 +95,7 @@ func (s *State) Apply(ev events.Event) error {
 	case *events.WorkloadFinishedData:
 		delete(s.Workloads, key(d.WorkloadRef))
 	case *events.WorkloadRef:
-		if ev.Type == events.WorkloadDeleted {
+		if events.Ends(ev.Type) {
 			delete(s.Workloads, key(*d))
 		}
 	case *events.QuotaReservedData:
@@ -110,6 +110,11 @@ func (s *State) Apply(ev events.Event) error {
 			return fmt.Errorf("%s of unknown workload %s", ev.Type, key(d.WorkloadRef))
 		}
 		wl.Admission = ""
+	case *events.ActiveChangedData:
+		// A deactivated workload leaves its quota.
+		if wl := s.Workloads[key(d.WorkloadRef)]; wl != nil && !d.Active {
+			wl.Admission = ""
+		}
 	case *events.PlacedData:
 		if wl := s.Workloads[key(d.WorkloadRef)]; wl != nil {
 			wl.PlacedFor = strings.TrimPrefix(ev.ID, placedIDPrefix)

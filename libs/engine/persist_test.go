@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+)
+
+// snapLog is a random log for the snapshot tests: a world (randomWorld,
+// sometimes with preemption and waitForPodsReady) and steps, each a batch
+// of events applied to an engine followed by timers and a run to
+// quiescence, as the simulator and a deciding service do.
+type snapLog struct {
+	world string
+	steps []func(*Engine, time.Time)
+}
+
+func randomSnapLog(t testing.TB, seed uint64, steps int) snapLog {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	world := randomWorld(rng)
+	if rng.IntN(2) == 0 {
+		world = strings.ReplaceAll(world, "  namespaceSelector: {}\n",
+			"  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n")
+	}
+	switch rng.IntN(3) {
+	case 0:
+		world += "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nwaitForPodsReady: {enable: true, timeout: 3m, requeuingStrategy: {backoffLimitCount: 2, backoffBaseSeconds: 60}}\n"
+	case 1:
+		world += "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nwaitForPodsReady: {enable: true, blockAdmission: true, timeout: 3m, requeuingStrategy: {backoffLimitCount: 1}}\n"
+	}
+	queues := strings.Count(world, "kind: LocalQueue")
+	objs := decodeValid(t, world)
+	log := snapLog{world: world}
+	var names []string
+	for step := range steps {
+		var evs []func(*Engine, time.Time)
+		for range rng.IntN(5) {
+			name := fmt.Sprintf("w%d-%d", step, len(names))
+			wl := decodeValid(t, randomWorkload(rng, name, queues))[0].(*api.Workload)
+			created := t0.Add(time.Duration(step)*time.Minute + time.Duration(len(names))*time.Millisecond)
+			names = append(names, wl.Namespace+"/"+wl.Name)
+			evs = append(evs, func(e *Engine, _ time.Time) { _, _ = e.Submit(wl.DeepCopy(), created) })
+		}
+		for range rng.IntN(4) {
+			if len(names) == 0 {
+				break
+			}
+			k := names[rng.IntN(len(names))]
+			switch rng.IntN(6) {
+			case 0:
+				evs = append(evs, func(e *Engine, now time.Time) { _ = e.Finish(k, now) })
+			case 1:
+				evs = append(evs, func(e *Engine, now time.Time) { _ = e.Delete(k, now) })
+			case 2:
+				p := int32(rng.IntN(4))
+				evs = append(evs, func(e *Engine, now time.Time) { _ = e.SetPriority(k, p, now) })
+			default:
+				evs = append(evs, func(e *Engine, _ time.Time) { _ = e.PodsReady(k) })
+			}
+		}
+		if rng.IntN(6) == 0 {
+			// A configuration object goes and comes back.
+			o := objs[rng.IntN(len(objs))]
+			if _, ok := o.(*api.Configuration); !ok {
+				m, _ := meta.Accessor(o)
+				kind := strings.SplitN(api.ObjectRef(o), "/", 2)[0]
+				evs = append(evs, func(e *Engine, now time.Time) {
+					_ = e.DeleteConfig(kind, m.GetNamespace(), m.GetName(), now)
+				})
+				if rng.IntN(2) == 0 {
+					evs = append(evs, func(e *Engine, now time.Time) { _, _ = e.Apply(o.DeepCopyObject().(api.Object), now) })
+				}
+			}
+		}
+		log.steps = append(log.steps, func(e *Engine, now time.Time) {
+			for _, ev := range evs {
+				ev(e, now)
+			}
+			e.FireTimers(now)
+			e.RunToQuiescence(now)
+		})
+	}
+	return log
+}
+
+func (l snapLog) start(t testing.TB) *Engine {
+	e := New()
+	e.RecordDecisions()
+	for _, o := range decodeValid(t, l.world) {
+		if _, err := e.Apply(o, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func stepTime(i int) time.Time { return t0.Add(time.Duration(i+1) * 2 * time.Minute) }
+
+// stepOutput is what a step decided and evicted, rendered for comparison.
+func stepOutput(t testing.TB, e *Engine) string {
+	type target struct{ Key, Kind, Preemptor, PreemptorCQ string }
+	var out []any
+	for _, d := range e.DrainDecisions() {
+		var ts []target
+		for _, tg := range d.Targets {
+			ts = append(ts, target{tg.Workload.Key, string(tg.Kind), tg.Preemptor, tg.PreemptorCQ})
+		}
+		out = append(out, []any{d.Kind, d.Key, d.Admission, d.Reason, d.EvictionReason, ts})
+	}
+	b, err := json.Marshal([]any{out, e.DrainEvictions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSnapshotRestoreDecidesAsFullReplay: over random logs, an engine
+// restored from a snapshot taken after any step decides, step after step
+// to the end of the log, exactly what the engine that went through the
+// whole log decides, and ends in the same state (its snapshot, its next
+// timer, its pending workloads' reasons).
+func TestSnapshotRestoreDecidesAsFullReplay(t *testing.T) {
+	const seeds, steps = 40, 24
+	restores, refused := 0, 0
+	for seed := range uint64(seeds) {
+		log := randomSnapLog(t, seed, steps)
+		// The full replay, with its output and snapshot after each step.
+		full := log.start(t)
+		stepOutput(t, full)
+		var outs []string
+		var snaps [][]byte
+		for i, step := range log.steps {
+			step(full, stepTime(i))
+			outs = append(outs, stepOutput(t, full))
+			snap, err := full.EncodeSnapshot()
+			if errors.Is(err, ErrNotQuiet) {
+				snap = nil
+			} else if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, i, err)
+			}
+			snaps = append(snaps, snap)
+		}
+		end, endErr := full.EncodeSnapshot()
+		endTimer, endHas := full.NextTimer()
+		for at, snap := range snaps {
+			if snap == nil {
+				refused++
+				continue
+			}
+			restored, err := DecodeSnapshot(snap)
+			if err != nil {
+				t.Fatalf("seed %d: snapshot after step %d does not decode: %v", seed, at, err)
+			}
+			restored.RecordDecisions()
+			restores++
+			for i := at + 1; i < len(log.steps); i++ {
+				log.steps[i](restored, stepTime(i))
+				if got := stepOutput(t, restored); got != outs[i] {
+					t.Fatalf("seed %d: restored after step %d, step %d decided otherwise:\n%s",
+						seed, at, i, cmp.Diff(outs[i], got))
+				}
+			}
+			got, gotErr := restored.EncodeSnapshot()
+			if !errors.Is(gotErr, endErr) || string(got) != string(end) {
+				t.Fatalf("seed %d: restored after step %d ends in another state (%v, %v):\n%s", seed, at, endErr, gotErr, cmp.Diff(string(end), string(got)))
+			}
+			if timer, has := restored.NextTimer(); has != endHas || !timer.Equal(endTimer) {
+				t.Fatalf("seed %d: restored after step %d: next timer %v %v, want %v %v", seed, at, timer, has, endTimer, endHas)
+			}
+		}
+	}
+	// Every state is tried; a state mid-cycle (blockAdmission waiting)
+	// is refused, and at least half must be restorable for the test to
+	// mean anything.
+	if restores+refused != seeds*steps || restores < seeds*steps/2 {
+		t.Fatalf("restored %d times, %d states not quiet: too few restores", restores, refused)
+	}
+	t.Logf("%d restores, %d states mid-cycle", restores, refused)
+}
+
+// TestSnapshotRoundTrip: decoding a snapshot and encoding it again gives
+// the same bytes, at every step of every log.
+func TestSnapshotRoundTrip(t *testing.T) {
+	for seed := range uint64(20) {
+		log := randomSnapLog(t, seed, 16)
+		e := log.start(t)
+		for i, step := range log.steps {
+			step(e, stepTime(i))
+			e.DrainDecisions()
+			snap, err := e.EncodeSnapshot()
+			if err != nil {
+				continue
+			}
+			back, err := DecodeSnapshot(snap)
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, i, err)
+			}
+			again, err := back.EncodeSnapshot()
+			if err != nil || string(again) != string(snap) {
+				t.Fatalf("seed %d step %d: round trip differs (%v):\n%s", seed, i, err, cmp.Diff(string(snap), string(again)))
+			}
+		}
+	}
+}
+
+// TestSnapshotRefusesInconsistentState: hostile snapshots that decode as
+// JSON but describe no state the engine could be in are refused with
+// ErrBadSnapshot, never half-applied and never a panic.
+func TestSnapshotRefusesInconsistentState(t *testing.T) {
+	// The first quiet state, over seeded logs, with an admitted workload
+	// and a queue holding one.
+	var good []byte
+	for seed := uint64(0); good == nil; seed++ {
+		log := randomSnapLog(t, seed, 8)
+		e := log.start(t)
+		for i, step := range log.steps {
+			step(e, stepTime(i))
+			e.DrainDecisions()
+			snap, err := e.EncodeSnapshot()
+			if err == nil && strings.Contains(string(snap), `"status":"admitted"`) && strings.Contains(string(snap), `"heap":[`) {
+				good = snap
+				break
+			}
+		}
+	}
+	var base map[string]any
+	if err := json.Unmarshal(good, &base); err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(good, &m)
+		f(m)
+		b, _ := json.Marshal(m)
+		return b
+	}
+	first := func(m map[string]any, field string) map[string]any {
+		return m[field].([]any)[0].(map[string]any)
+	}
+	cases := map[string][]byte{
+		"not json":                []byte("{"),
+		"truncated":               good[:len(good)/2],
+		"unknown status":          mutate(func(m map[string]any) { first(m, "workloads")["status"] = "running" }),
+		"workload listed twice":   mutate(func(m map[string]any) { m["workloads"] = append(m["workloads"].([]any), first(m, "workloads")) }),
+		"workload without object": mutate(func(m map[string]any) { delete(first(m, "workloads"), "object") }),
+		"queue holds a stranger": mutate(func(m map[string]any) {
+			first(m, "queues")["heap"] = []any{"nobody/here"}
+		}),
+		"admitted without admission": mutate(func(m map[string]any) {
+			for _, w := range m["workloads"].([]any) {
+				if w.(map[string]any)["status"] == "admitted" {
+					delete(w.(map[string]any), "admission")
+				}
+			}
+		}),
+		"negative usage": mutate(func(m map[string]any) {
+			for _, w := range m["workloads"].([]any) {
+				if ad, ok := w.(map[string]any)["admission"].(map[string]any); ok {
+					ad["usage"].([]any)[0].(map[string]any)["v"] = -1
+				}
+			}
+		}),
+		"bad selector": mutate(func(m map[string]any) { first(m, "queues")["selector"] = "?" }),
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if string(data) == string(good) {
+				t.Fatalf("the mutation changed nothing: the case tests nothing")
+			}
+			if _, err := DecodeSnapshot(data); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("DecodeSnapshot = %v, want ErrBadSnapshot", err)
+			}
+		})
+	}
+}

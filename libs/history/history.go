@@ -1,0 +1,251 @@
+// Package history rebuilds the state jetqueue stood in at an instant from
+// the event log: the engine the deciders held, and the configuration
+// objects applied then. It is pure (no I/O, no clock): the caller reads the
+// log (services/ingest reads JQ_EVENTS with a bounded range) and hands the
+// events over in stream order.
+//
+//	events (stream order) ──Fold(upTo)──▶ State{Engine, ClusterQueues, Seq, Time}
+//
+// A point in time T is the longest prefix of the log whose events happened
+// at or before T: the fold stops at the first event after T. Decisions are
+// applied as the facts the log records (libs/replay), never decided again,
+// so the state is exactly the one the deciders had once they had read that
+// prefix.
+package history
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Record is one event of the log with its stream sequence.
+type Record struct {
+	Seq   uint64
+	Event events.Event
+}
+
+// State is jetqueue at an instant.
+type State struct {
+	Engine *engine.Engine
+	// ClusterQueues and Flavors are the objects applied at that instant.
+	ClusterQueues map[string]*api.ClusterQueue
+	Flavors       map[string]*api.ResourceFlavor
+	// LocalQueues maps each LocalQueue (namespace/name) to its
+	// ClusterQueue.
+	LocalQueues map[string]string
+	// Seq and Time are the last event folded (0 and zero before any).
+	Seq  uint64
+	Time time.Time
+	// Skipped counts events the deciders skip too (a decision from a
+	// source that does not own it, content that cannot be applied).
+	Skipped int
+	// Reasons are the reasons the log last recorded per workload, as the
+	// projection shows them: an Inadmissible's reason, an eviction's
+	// reason (token only), none after an admission.
+	Reasons map[string]LoggedReason
+}
+
+// LoggedReason is a workload's last recorded reason.
+type LoggedReason struct {
+	Token, Message string
+	// Detail is the reason value of an Inadmissible event.
+	Detail *scheduler.Reason
+}
+
+// ErrBeforeHistory is a point in time the log no longer (or never) covers.
+var ErrBeforeHistory = errors.New("before the recorded history")
+
+// Fold replays records up to and including the last one at or before upTo
+// (every record when upTo is zero).
+//
+// With upTo zero, the present, the records may have gaps: retention
+// (docs/retention.md) removes only whole histories of ended workloads and
+// superseded configuration versions, so what it keeps folds to the live
+// state, exactly as the deciders rebuild theirs from it.
+//
+// A point in time (upTo set) must be folded from records that start at
+// sequence 1 and leave none out up to upTo: a workload whose history was
+// removed may have been live then. A log whose beginning or middle was
+// removed, or a time before the first event, is ErrBeforeHistory, the
+// last naming the earliest time available.
+func Fold(recs []Record, upTo time.Time) (*State, error) {
+	if upTo.IsZero() {
+		return fold(recs, upTo), nil
+	}
+	if len(recs) > 0 && recs[0].Seq > 1 {
+		return nil, fmt.Errorf("%w: the log's events before sequence %d (%s) were removed, and a point in time is rebuilt from the whole log",
+			ErrBeforeHistory, recs[0].Seq, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
+	}
+	if !upTo.IsZero() && (len(recs) == 0 || upTo.Before(recs[0].Event.Time)) {
+		if len(recs) == 0 {
+			return nil, fmt.Errorf("%w: the log is empty", ErrBeforeHistory)
+		}
+		return nil, fmt.Errorf("%w: the earliest time available is %s", ErrBeforeHistory, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
+	}
+	if err := Whole(recs, upTo); err != nil {
+		return nil, err
+	}
+	return fold(recs, upTo), nil
+}
+
+func fold(recs []Record, upTo time.Time) *State {
+	st := &State{Engine: engine.New(), ClusterQueues: map[string]*api.ClusterQueue{}, Flavors: map[string]*api.ResourceFlavor{},
+		Reasons: map[string]LoggedReason{}, LocalQueues: map[string]string{}}
+	for _, r := range recs {
+		if !upTo.IsZero() && r.Event.Time.After(upTo) {
+			break
+		}
+		st.apply(r)
+	}
+	return st
+}
+
+// apply folds one record as a decider does: a decision from a source that
+// does not own it, or one that cannot be applied, is skipped.
+func (st *State) apply(r Record) {
+	st.Seq, st.Time = r.Seq, r.Event.Time
+	ev := r.Event
+	if events.CheckSource(ev) != nil {
+		st.Skipped++
+		return
+	}
+	if err := replay.Guard(func() error { return replay.Apply(st.Engine, ev) }); err != nil {
+		st.Skipped++
+		return
+	}
+	switch d := ev.Data.(type) {
+	case *events.WorkloadSubmittedData:
+		delete(st.Reasons, replay.Key(d.WorkloadRef))
+	case *events.QuotaReservedData:
+		delete(st.Reasons, replay.Key(d.WorkloadRef))
+	case *events.InadmissibleData:
+		r := d.Reason
+		st.Reasons[replay.Key(d.WorkloadRef)] = LoggedReason{Token: r.Token, Message: r.Message, Detail: &r}
+	case *events.EvictedData:
+		st.Reasons[replay.Key(d.WorkloadRef)] = LoggedReason{Token: d.Reason}
+	case *events.ConfigAppliedData:
+		objs, err := api.Decode(d.Object)
+		if err != nil || len(objs) != 1 {
+			return
+		}
+		switch o := objs[0].(type) {
+		case *api.ClusterQueue:
+			st.ClusterQueues[o.Name] = o
+		case *api.ResourceFlavor:
+			st.Flavors[o.Name] = o
+		case *api.LocalQueue:
+			st.LocalQueues[api.NamespacedName(o.Namespace, o.Name)] = o.Spec.ClusterQueue
+		}
+	case *events.ConfigRef:
+		switch d.Kind {
+		case api.KindClusterQueue:
+			delete(st.ClusterQueues, d.Name)
+		case api.KindResourceFlavor:
+			delete(st.Flavors, d.Name)
+		case api.KindLocalQueue:
+			delete(st.LocalQueues, api.NamespacedName(d.Namespace, d.Name))
+		}
+	}
+}
+
+// Whole reports, as ErrBeforeHistory, sequences missing between records
+// up to upTo (all when zero): events removed from the middle of the log.
+func Whole(recs []Record, upTo time.Time) error {
+	for i := 1; i < len(recs); i++ {
+		if !upTo.IsZero() && recs[i].Event.Time.After(upTo) {
+			return nil
+		}
+		if recs[i].Seq != recs[i-1].Seq+1 {
+			return fmt.Errorf("%w: the log's events %d to %d were removed, and a point in time after them is rebuilt from the whole log",
+				ErrBeforeHistory, recs[i-1].Seq+1, recs[i].Seq-1)
+		}
+	}
+	return nil
+}
+
+// Builder returns a function that folds the same records into a fresh
+// state each time it is called: what counterfactuals change is a copy.
+func Builder(recs []Record, upTo time.Time) func() (*State, error) {
+	return func() (*State, error) { return Fold(recs, upTo) }
+}
+
+// Compact keeps, of the records up to upTo, what the state of the live
+// workloads depends on: every configuration event, and every event of the
+// workloads that are pending, admitted or inactive at upTo. The events of
+// workloads finished or deleted by then, and placements and batch
+// bookkeeping, are dropped. Folding the result gives the same
+// configuration and the same live workloads, with their admissions,
+// priorities and reasons (the finished and deleted ones are absent), in
+// proportion to the live workloads rather than to the whole history:
+// counterfactual probes fold it many times. Its records are numbered
+// from 1 again.
+func Compact(recs []Record, upTo time.Time) ([]Record, error) {
+	st, err := Fold(recs, upTo)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(recs)/4+1)
+	if len(recs) > 0 {
+		// The log's first sequence and time stand, whatever is dropped:
+		// they say where the history starts.
+		out = append(out, Record{Seq: recs[0].Seq, Event: events.Event{ID: "compacted", Time: recs[0].Event.Time}})
+	}
+	for _, r := range recs {
+		if !upTo.IsZero() && r.Event.Time.After(upTo) {
+			break
+		}
+		switch ref, ok := workloadOf(r.Event); {
+		case !ok:
+			switch r.Event.Data.(type) {
+			case *events.ConfigAppliedData, *events.ConfigRef:
+				out = append(out, r)
+			}
+		case r.Event.Type == events.Placed:
+		default:
+			if w := st.Engine.Workload(replay.Key(ref)); w != nil && w.Status != engine.Finished {
+				out = append(out, r)
+			}
+		}
+	}
+	// Numbered again, whole: the result is a log of its own.
+	for i := range out {
+		out[i].Seq = uint64(i + 1)
+	}
+	return out, nil
+}
+
+// workloadOf is the workload an event is about.
+func workloadOf(ev events.Event) (events.WorkloadRef, bool) {
+	switch d := ev.Data.(type) {
+	case *events.WorkloadSubmittedData:
+		return d.WorkloadRef, true
+	case *events.PriorityChangedData:
+		return d.WorkloadRef, true
+	case *events.ActiveChangedData:
+		return d.WorkloadRef, true
+	case *events.WorkloadFinishedData:
+		return d.WorkloadRef, true
+	case *events.QuotaReservedData:
+		return d.WorkloadRef, true
+	case *events.InadmissibleData:
+		return d.WorkloadRef, true
+	case *events.PreemptionRequestedData:
+		return d.WorkloadRef, true
+	case *events.EvictedData:
+		return d.WorkloadRef, true
+	case *events.RequeuedData:
+		return d.WorkloadRef, true
+	case *events.PlacedData:
+		return d.WorkloadRef, true
+	case *events.WorkloadRef:
+		return *d, true
+	}
+	return events.WorkloadRef{}, false
+}

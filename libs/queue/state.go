@@ -1,0 +1,98 @@
+package queue
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+)
+
+// State is one ClusterQueue's pending queue as plain values, for a
+// snapshot of the engine that owns the manager: its settings, its pop
+// counters and the workloads in its heap and parked, each list in key
+// order. The heap's layout is not kept: its order (Less) is total, so a
+// heap rebuilt from the same entries pops the same way.
+type State struct {
+	Name              string
+	Cohort            string
+	Strategy          api.QueueingStrategy
+	Selector          labels.Selector
+	Active            bool
+	PopCycle          int64
+	InadmissibleCycle int64
+	Heap              []*Entry
+	Parked            []*Entry
+}
+
+// States returns every queue's state, in name order. The entries are the
+// manager's own: they must not be modified.
+func (m *Manager) States() []State {
+	out := make([]State, 0, len(m.queues))
+	for _, name := range m.sortedNames() {
+		q := m.queues[name]
+		st := State{Name: q.Name, Cohort: q.Cohort, Strategy: q.Strategy, Selector: q.Selector, Active: q.Active,
+			PopCycle: q.popCycle, InadmissibleCycle: q.inadmissibleCycle}
+		st.Heap = slices.Clone(q.heap.items)
+		slices.SortFunc(st.Heap, byKey)
+		for _, e := range q.parked {
+			st.Parked = append(st.Parked, e)
+		}
+		slices.SortFunc(st.Parked, byKey)
+		out = append(out, st)
+	}
+	return out
+}
+
+// Unparked returns the workloads moved back from parked since the last
+// DrainUnparked, without draining them.
+func (m *Manager) Unparked() []string { return slices.Clone(m.unparked) }
+
+// Restore replaces the manager's queues with states (as States returned
+// them) and its record of unparked workloads. A key held twice, in one
+// queue or two, is refused: a manager never holds a workload twice.
+func (m *Manager) Restore(states []State, unparked []string) error {
+	queues := make(map[string]*ClusterQueue, len(states))
+	seen := map[string]string{}
+	for _, st := range states {
+		if _, dup := queues[st.Name]; dup {
+			return fmt.Errorf("queue %s: listed twice", st.Name)
+		}
+		q := newClusterQueue(st.Name)
+		q.Cohort, q.Strategy, q.Selector, q.Active = st.Cohort, st.Strategy, st.Selector, st.Active
+		q.popCycle, q.inadmissibleCycle = st.PopCycle, st.InadmissibleCycle
+		for _, list := range [][]*Entry{st.Heap, st.Parked} {
+			for _, e := range list {
+				if e == nil || e.Workload == nil {
+					return fmt.Errorf("queue %s: an entry without a workload", st.Name)
+				}
+				k := e.Workload.Key
+				if other, dup := seen[k]; dup {
+					return fmt.Errorf("queue %s: workload %s is also in queue %s", st.Name, k, other)
+				}
+				seen[k] = st.Name
+			}
+		}
+		for _, e := range st.Heap {
+			q.heap.upsert(e)
+		}
+		for _, e := range st.Parked {
+			q.parked[e.Workload.Key] = e
+		}
+		queues[st.Name] = q
+	}
+	m.queues, m.names = queues, nil
+	m.unparked = slices.Clone(unparked)
+	return nil
+}
+
+func byKey(a, b *Entry) int {
+	switch {
+	case a.Workload.Key < b.Workload.Key:
+		return -1
+	case a.Workload.Key > b.Workload.Key:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,781 @@
+// Package whatif replays recorded history through the decision core with a
+// changed configuration, and compares the outcome with what happened. It is
+// part of the pure core: no I/O, no clock; the caller reads the log.
+//
+//	log ──Fold(from)──▶ the state at from ──apply the new config──▶ engine
+//	log ──demand──▶ arrivals, priority changes, deletions and withdrawals
+//	                at their recorded times; each admitted run finishes
+//	                after its recorded run time, and reports PodsReady
+//	                after its recorded delay
+//	engine + demand ──simulate (from, to]──▶ new admissions, evictions
+//	log ──────────────────────────────────▶ old admissions, evictions
+//	──▶ per ClusterQueue old against new; the workloads whose admission
+//	    moved most
+//
+// The simulation applies the demand in the log's order (time, then stream
+// sequence; a finish or PodsReady takes the sequence of the recorded event
+// it replays) and runs the engine to quiescence after each, as the
+// admission service decides after each event it reads. Decisions recorded
+// in the log (admissions, preemptions, PodsReady timeouts) are not replayed
+// in the simulation: the core makes them again under the new
+// configuration. With the configuration unchanged it reproduces the
+// recorded decisions.
+package whatif
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/history"
+	"github.com/jetqueue/jetqueue/libs/quota"
+	"github.com/jetqueue/jetqueue/libs/replay"
+)
+
+// MaxWindow bounds the span of one what-if.
+const MaxWindow = 31 * 24 * time.Hour
+
+// MinMove is the least change of a first admission that Moved lists: a
+// recorded admission carries the admission service's reaction time after
+// the event that caused it (milliseconds), which the replay, deciding at
+// the event's own time, does not.
+const MinMove = time.Second
+
+// DefaultTop is how many moved workloads a report lists.
+const DefaultTop = 10
+
+// Options say what to replay.
+type Options struct {
+	From, To time.Time
+	// Config are the changed objects: each replaces the object of the
+	// same kind and name from from on (recorded changes to it in the
+	// window are ignored); the others stay as recorded.
+	Config []api.Object
+	// Top is how many moved workloads to list (DefaultTop if 0).
+	Top int
+}
+
+// Report is a what-if's answer.
+type Report struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Arrivals counts the workloads submitted in the window.
+	Arrivals int           `json:"arrivals"`
+	Queues   []QueueReport `json:"clusterQueues"`
+	// Moved are the workloads whose first admission in the window moved
+	// most, by MinMove or more (never admitted counts as moved furthest).
+	Moved []Moved `json:"moved"`
+	// Steps counts the simulated steps (each a run to quiescence).
+	Steps int `json:"steps"`
+}
+
+// QueueReport is one ClusterQueue, old against new.
+type QueueReport struct {
+	ClusterQueue string `json:"clusterQueue"`
+	Old          Stats  `json:"old"`
+	New          Stats  `json:"new"`
+}
+
+// Stats summarise one ClusterQueue over the window.
+type Stats struct {
+	// Admitted counts workloads admitted at least once in the window.
+	Admitted int `json:"admitted"`
+	// Waited counts those of them that arrived in the window; the mean
+	// and 95th percentile (nearest rank) time from creation to first
+	// admission (never below 0) are over them, in seconds.
+	Waited          int     `json:"waited"`
+	MeanWaitSeconds float64 `json:"meanWaitSeconds"`
+	P95WaitSeconds  float64 `json:"p95WaitSeconds"`
+	// Unadmitted counts arrivals routed here never admitted in the window.
+	Unadmitted int `json:"unadmitted"`
+	// Usage is the time-averaged usage of each flavor and resource as a
+	// percentage of its nominalQuota (borrowing can exceed 100).
+	Usage []CellUsage `json:"usage"`
+	// Preemptions counts workloads of this queue evicted by preemption.
+	Preemptions int `json:"preemptions"`
+}
+
+// CellUsage is one flavor and resource's average usage.
+type CellUsage struct {
+	Flavor   string  `json:"flavor"`
+	Resource string  `json:"resource"`
+	Percent  float64 `json:"percent"`
+}
+
+// Moved is one workload's first admission, old against new.
+type Moved struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Hidden is set, and the name left out, for a workload the caller
+	// may not read.
+	Hidden       bool       `json:"hidden,omitempty"`
+	ClusterQueue string     `json:"clusterQueue"`
+	Old          *time.Time `json:"old"`
+	New          *time.Time `json:"new"`
+	// DeltaSeconds is new minus old; absent when either never happened.
+	DeltaSeconds *float64 `json:"deltaSeconds,omitempty"`
+}
+
+// ErrWindow is a window that cannot be replayed.
+var ErrWindow = errors.New("invalid window")
+
+// Run replays the records (stream order, from sequence 1, up to at least
+// to) with the changed configuration.
+func Run(recs []history.Record, o Options) (Report, error) {
+	if !o.To.After(o.From) {
+		return Report{}, fmt.Errorf("%w: to %s is not after from %s", ErrWindow, o.To.Format(time.RFC3339), o.From.Format(time.RFC3339))
+	}
+	if o.To.Sub(o.From) > MaxWindow {
+		return Report{}, fmt.Errorf("%w: %s is longer than the longest window, %s", ErrWindow, o.To.Sub(o.From), MaxWindow)
+	}
+	if o.Top <= 0 {
+		o.Top = DefaultTop
+	}
+	if err := history.Whole(recs, o.To); err != nil {
+		return Report{}, err
+	}
+	upTo := o.From
+	if len(recs) > 0 && recs[0].Seq == 1 && o.From.Before(recs[0].Event.Time) {
+		// Before the first event there was nothing: a window that starts
+		// before the history starts from the empty state.
+		upTo = time.Time{}
+	}
+	var start *history.State
+	var err error
+	if upTo.IsZero() {
+		start, err = history.Fold(nil, time.Time{})
+	} else {
+		start, err = history.Fold(recs, upTo)
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	var window []history.Record
+	for _, r := range recs {
+		if r.Event.Time.After(o.From) && !r.Event.Time.After(o.To) && events.CheckSource(r.Event) == nil {
+			window = append(window, r)
+		}
+	}
+	d := demandOf(recs, o.To)
+	// Usage is measured against the last spec of each queue in the
+	// window: as recorded, and with the changed objects.
+	oldCQs := map[string]*api.ClusterQueue{}
+	for k, v := range start.ClusterQueues {
+		oldCQs[k] = v
+	}
+	for _, r := range window {
+		if x, ok := r.Event.Data.(*events.ConfigAppliedData); ok && x.Kind == api.KindClusterQueue {
+			var cq api.ClusterQueue
+			if json.Unmarshal(x.Object, &cq) == nil {
+				oldCQs[cq.Name] = &cq
+			}
+		}
+	}
+	old := observeLog(start, window, o)
+	sim, err := simulate(start, window, d, o)
+	if err != nil {
+		return Report{}, err
+	}
+	newCQs := map[string]*api.ClusterQueue{}
+	for k, v := range oldCQs {
+		newCQs[k] = v
+	}
+	for _, obj := range o.Config {
+		if cq, ok := obj.(*api.ClusterQueue); ok {
+			newCQs[cq.Name] = cq
+		}
+	}
+	rep := Report{From: o.From, To: o.To, Arrivals: len(old.created), Steps: sim.steps}
+	names := map[string]bool{}
+	for n := range old.queues() {
+		names[n] = true
+	}
+	for n := range sim.tr.queues() {
+		names[n] = true
+	}
+	for n := range oldCQs {
+		names[n] = true
+	}
+	for n := range newCQs {
+		names[n] = true
+	}
+	for _, n := range sortedKeys(names) {
+		rep.Queues = append(rep.Queues, QueueReport{ClusterQueue: n, Old: old.stats(n, oldCQs[n], o), New: sim.tr.stats(n, newCQs[n], o)})
+	}
+	rep.Moved = moved(old, sim.tr, o.Top)
+	return rep, nil
+}
+
+// demand is what the log says of each workload's run, independent of
+// when it was admitted.
+type demand struct {
+	// run is the recorded run time of a workload's last run that
+	// finished; ready the delay from an admission to PodsReady.
+	run, ready map[string]time.Duration
+	// finishSeq and readySeq are the sequences of those events, which
+	// order a replayed finish among events of the same instant.
+	finishSeq, readySeq map[string]uint64
+	// withdrawn are the finish events of workloads that held no quota
+	// then: they are replayed at their recorded time.
+	withdrawn map[uint64]bool
+}
+
+func demandOf(recs []history.Record, to time.Time) demand {
+	d := demand{run: map[string]time.Duration{}, ready: map[string]time.Duration{},
+		finishSeq: map[string]uint64{}, readySeq: map[string]uint64{}, withdrawn: map[uint64]bool{}}
+	admitted := map[string]time.Time{}
+	for _, r := range recs {
+		ev := r.Event
+		if ev.Time.After(to) {
+			break
+		}
+		if events.CheckSource(ev) != nil {
+			continue
+		}
+		switch x := ev.Data.(type) {
+		case *events.QuotaReservedData:
+			if _, ok := admitted[replay.Key(x.WorkloadRef)]; !ok {
+				admitted[replay.Key(x.WorkloadRef)] = ev.Time
+			}
+		case *events.EvictedData:
+			delete(admitted, replay.Key(x.WorkloadRef))
+		case *events.WorkloadFinishedData:
+			k := replay.Key(x.WorkloadRef)
+			if at, ok := admitted[k]; ok {
+				d.run[k], d.finishSeq[k] = ev.Time.Sub(at), r.Seq
+				delete(admitted, k)
+			} else {
+				d.withdrawn[r.Seq] = true
+			}
+		case *events.WorkloadRef:
+			k := replay.Key(*x)
+			switch ev.Type {
+			case events.WorkloadDeleted, events.Deactivated:
+				delete(admitted, k)
+			case events.PodsReady:
+				if at, ok := admitted[k]; ok {
+					if _, seen := d.ready[k]; !seen {
+						d.ready[k], d.readySeq[k] = ev.Time.Sub(at), r.Seq
+					}
+				}
+			}
+		}
+	}
+	return d
+}
+
+// interval is one admission's hold on quota.
+type interval struct {
+	cq    string
+	usage quota.Usage
+	start time.Time
+}
+
+// tracker turns admissions and their ends into the statistics.
+type tracker struct {
+	from, to    time.Time
+	open        map[string]interval
+	used        map[string]map[quota.FlavorResource]float64 // quota × seconds
+	first       map[string]time.Time
+	firstCQ     map[string]string
+	created     map[string]time.Time
+	routed      map[string]string
+	preemptions map[string]int
+}
+
+func newTracker(o Options) *tracker {
+	return &tracker{from: o.From, to: o.To, open: map[string]interval{}, used: map[string]map[quota.FlavorResource]float64{},
+		first: map[string]time.Time{}, firstCQ: map[string]string{}, created: map[string]time.Time{},
+		routed: map[string]string{}, preemptions: map[string]int{}}
+}
+
+func (t *tracker) admit(key, cq string, u quota.Usage, at time.Time) {
+	if _, ok := t.open[key]; ok {
+		return
+	}
+	t.open[key] = interval{cq: cq, usage: u, start: at}
+	if _, ok := t.first[key]; !ok && at.After(t.from) {
+		t.first[key], t.firstCQ[key] = at, cq
+	}
+}
+
+func (t *tracker) end(key string, at time.Time) (string, bool) {
+	iv, ok := t.open[key]
+	if !ok {
+		return "", false
+	}
+	delete(t.open, key)
+	secs := at.Sub(iv.start).Seconds()
+	if t.used[iv.cq] == nil {
+		t.used[iv.cq] = map[quota.FlavorResource]float64{}
+	}
+	for fr, v := range iv.usage {
+		t.used[iv.cq][fr] += float64(v) * secs
+	}
+	return iv.cq, true
+}
+
+func (t *tracker) close() {
+	for _, k := range sortedKeys(t.open) {
+		t.end(k, t.to)
+	}
+}
+
+func (t *tracker) queues() map[string]bool {
+	out := map[string]bool{}
+	for _, cq := range t.firstCQ {
+		out[cq] = true
+	}
+	for cq := range t.used {
+		out[cq] = true
+	}
+	for _, cq := range t.routed {
+		if cq != "" {
+			out[cq] = true
+		}
+	}
+	return out
+}
+
+func (t *tracker) stats(name string, spec *api.ClusterQueue, o Options) Stats {
+	s := Stats{Usage: []CellUsage{}, Preemptions: t.preemptions[name]}
+	var waits []time.Duration
+	for k, cq := range t.firstCQ {
+		if cq != name {
+			continue
+		}
+		s.Admitted++
+		if c, ok := t.created[k]; ok {
+			// Admitted within the instant it was created (a creation
+			// time is the clock plus up to a few ms): no wait.
+			waits = append(waits, max(0, t.first[k].Sub(c)))
+		}
+	}
+	for k, cq := range t.routed {
+		if _, ok := t.first[k]; !ok && cq == name {
+			s.Unadmitted++
+		}
+	}
+	if len(waits) > 0 {
+		slices.Sort(waits)
+		var sum float64
+		for _, w := range waits {
+			sum += w.Seconds()
+		}
+		s.Waited = len(waits)
+		s.MeanWaitSeconds = round(sum / float64(len(waits)))
+		s.P95WaitSeconds = round(waits[int(math.Ceil(0.95*float64(len(waits))))-1].Seconds())
+	}
+	nominal := map[quota.FlavorResource]int64{}
+	if spec != nil {
+		for _, rg := range spec.Spec.ResourceGroups {
+			for _, f := range rg.Flavors {
+				for _, r := range f.Resources {
+					nominal[quota.FlavorResource{Flavor: f.Name, Resource: r.Name}] = quota.Value(r.Name, r.NominalQuota)
+				}
+			}
+		}
+	}
+	span := o.To.Sub(o.From).Seconds()
+	cells := map[quota.FlavorResource]bool{}
+	for fr := range nominal {
+		cells[fr] = true
+	}
+	for fr := range t.used[name] {
+		cells[fr] = true
+	}
+	for _, fr := range sortedCells(cells) {
+		n := nominal[fr]
+		pct := 0.0
+		if n > 0 {
+			pct = round(100 * t.used[name][fr] / (float64(n) * span))
+		} else if t.used[name][fr] > 0 {
+			pct = math.Inf(1)
+		}
+		if math.IsInf(pct, 0) {
+			pct = -1 // used without nominal quota (borrowed only)
+		}
+		s.Usage = append(s.Usage, CellUsage{Flavor: fr.Flavor, Resource: string(fr.Resource), Percent: pct})
+	}
+	return s
+}
+
+func round(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// seedOpen opens an interval at from for every workload admitted then.
+func (t *tracker) seedOpen(e *engine.Engine) {
+	for _, k := range sortedKeys(e.Workloads()) {
+		w := e.Workload(k)
+		if w.Status == engine.Admitted {
+			t.open[k] = interval{cq: w.Admission.ClusterQueue, usage: w.Admission.TotalUsage(), start: t.from}
+		}
+	}
+}
+
+// observeLog is the old side: what the log records in the window.
+func observeLog(start *history.State, window []history.Record, o Options) *tracker {
+	t := newTracker(o)
+	t.seedOpen(start.Engine)
+	// The routed queue of each arrival: folded to the end of the window.
+	lqs := localQueues(start)
+	for _, r := range window {
+		ev := r.Event
+		switch x := ev.Data.(type) {
+		case *events.ConfigAppliedData:
+			noteLocalQueue(lqs, x)
+		case *events.WorkloadSubmittedData:
+			k := replay.Key(x.WorkloadRef)
+			t.created[k] = x.CreatedAt
+			t.routed[k] = lqs[api.NamespacedName(x.Namespace, queueName(x.Workload))]
+		case *events.QuotaReservedData:
+			t.admit(replay.Key(x.WorkloadRef), x.Admission.ClusterQueue, x.Admission.TotalUsage(), ev.Time)
+		case *events.EvictedData:
+			if cq, ok := t.end(replay.Key(x.WorkloadRef), ev.Time); ok && x.Reason == engine.EvictedByPreemption {
+				t.preemptions[cq]++
+			}
+		case *events.WorkloadFinishedData:
+			t.end(replay.Key(x.WorkloadRef), ev.Time)
+		case *events.WorkloadRef:
+			if ev.Type == events.WorkloadDeleted || ev.Type == events.Deactivated {
+				t.end(replay.Key(*x), ev.Time)
+			}
+		}
+	}
+	t.close()
+	return t
+}
+
+// localQueues maps each LocalQueue (namespace/name) to its ClusterQueue,
+// from the objects folded so far.
+func localQueues(st *history.State) map[string]string {
+	out := map[string]string{}
+	for k, cq := range st.LocalQueues {
+		out[k] = cq
+	}
+	return out
+}
+
+func noteLocalQueue(lqs map[string]string, x *events.ConfigAppliedData) {
+	if x.Kind != api.KindLocalQueue {
+		return
+	}
+	var lq api.LocalQueue
+	if json.Unmarshal(x.Object, &lq) == nil {
+		lqs[api.NamespacedName(x.Namespace, x.Name)] = lq.Spec.ClusterQueue
+	}
+}
+
+// step is one thing the simulation applies at an instant.
+type step struct {
+	at  time.Time
+	seq uint64
+	// ev is a recorded event replayed as is; otherwise key, gen and kind
+	// are a replayed finish or PodsReady of one admission.
+	ev   *events.Event
+	key  string
+	gen  int
+	kind byte // 'f' finish, 'r' PodsReady
+}
+
+type steps []step
+
+func (h steps) Len() int { return len(h) }
+func (h steps) Less(i, j int) bool {
+	if c := h[i].at.Compare(h[j].at); c != 0 {
+		return c < 0
+	}
+	return h[i].seq < h[j].seq
+}
+func (h steps) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *steps) Push(x any)   { *h = append(*h, x.(step)) }
+func (h *steps) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type simulation struct {
+	eng   *engine.Engine
+	tr    *tracker
+	d     demand
+	queue steps
+	gen   map[string]int
+	steps int
+	to    time.Time
+}
+
+// simulate is the new side.
+func simulate(start *history.State, window []history.Record, d demand, o Options) (*simulation, error) {
+	s := &simulation{eng: start.Engine, tr: newTracker(o), d: d, gen: map[string]int{}, to: o.To}
+	s.tr.seedOpen(s.eng)
+	s.eng.RecordDecisions()
+	overridden := map[string]bool{}
+	for _, obj := range o.Config {
+		overridden[configKey(obj)] = true
+		if _, err := s.eng.Apply(obj, o.From); err != nil {
+			return nil, fmt.Errorf("%s: %w", api.ObjectRef(obj), err)
+		}
+	}
+	// The runs under way at from finish after their recorded run time.
+	for _, k := range sortedKeys(s.eng.Workloads()) {
+		if w := s.eng.Workload(k); w.Status == engine.Admitted {
+			s.gen[k]++
+			ready, seq := s.d.ready[k], s.d.readySeq[k]
+			if w.PodsReady {
+				delete(s.d.ready, k) // already reported
+			}
+			s.schedule(k, w.AdmittedAt)
+			if w.PodsReady {
+				s.d.ready[k], s.d.readySeq[k] = ready, seq
+			}
+		}
+	}
+	s.settle(o.From)
+	for i := range window {
+		r := &window[i]
+		if s.replays(r, overridden) {
+			heap.Push(&s.queue, step{at: r.Event.Time, seq: r.Seq, ev: &r.Event})
+		}
+	}
+	for {
+		// A timer due before the next step (or at its instant) fires
+		// first, at its own instant; what it admits may schedule steps
+		// before the one that was next.
+		until := o.To
+		if s.queue.Len() > 0 {
+			until = s.queue[0].at
+		}
+		if s.fireTimer(until) {
+			continue
+		}
+		if s.queue.Len() == 0 {
+			break
+		}
+		next := heap.Pop(&s.queue).(step)
+		s.apply(next)
+		s.settle(next.at)
+	}
+	s.tr.close()
+	return s, nil
+}
+
+func podsReadyOn(e *engine.Engine) bool {
+	c := e.Configuration()
+	return c != nil && c.WaitForPodsReady != nil && c.WaitForPodsReady.Enable
+}
+
+func configKey(obj api.Object) string {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if m, err := meta.Accessor(obj); err == nil {
+		return kind + "/" + m.GetNamespace() + "/" + m.GetName()
+	}
+	return kind
+}
+
+// replays says whether a recorded event is demand the simulation applies.
+func (s *simulation) replays(r *history.Record, overridden map[string]bool) bool {
+	switch x := r.Event.Data.(type) {
+	case *events.ConfigAppliedData:
+		return !overridden[x.Kind+"/"+x.Namespace+"/"+x.Name]
+	case *events.ConfigRef:
+		return !overridden[x.Kind+"/"+x.Namespace+"/"+x.Name]
+	case *events.WorkloadSubmittedData, *events.PriorityChangedData, *events.ActiveChangedData:
+		return true
+	case *events.WorkloadFinishedData:
+		return s.d.withdrawn[r.Seq]
+	case *events.WorkloadRef:
+		return r.Event.Type == events.WorkloadDeleted
+	}
+	return false
+}
+
+// schedule queues the finish and PodsReady of the admission at at.
+func (s *simulation) schedule(key string, at time.Time) {
+	if d, ok := s.d.run[key]; ok {
+		if t := at.Add(d); !t.After(s.to) {
+			heap.Push(&s.queue, step{at: t, seq: s.d.finishSeq[key], key: key, gen: s.gen[key], kind: 'f'})
+		}
+	}
+	if d, ok := s.d.ready[key]; ok {
+		if t := at.Add(d); !t.After(s.to) {
+			heap.Push(&s.queue, step{at: t, seq: s.d.readySeq[key], key: key, gen: s.gen[key], kind: 'r'})
+		}
+	}
+}
+
+func (s *simulation) apply(st step) {
+	if st.ev == nil {
+		w := s.eng.Workload(st.key)
+		if w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
+			return // that run was cut short
+		}
+		if st.kind == 'f' {
+			s.tr.end(st.key, st.at)
+			_ = s.eng.Finish(st.key, st.at)
+		} else {
+			_ = s.eng.PodsReady(st.key)
+		}
+		return
+	}
+	ev := *st.ev
+	switch x := ev.Data.(type) {
+	case *events.WorkloadSubmittedData:
+		k := replay.Key(x.WorkloadRef)
+		s.tr.created[k] = x.CreatedAt
+		defer func() {
+			// Routed by the engine as it submits it.
+			if w := s.eng.Workload(k); w != nil {
+				s.tr.routed[k] = w.Info.ClusterQueue
+			}
+		}()
+	case *events.WorkloadFinishedData:
+		s.tr.end(replay.Key(x.WorkloadRef), ev.Time)
+	case *events.WorkloadRef:
+		s.tr.end(replay.Key(*x), ev.Time)
+	}
+	// What cannot be applied is skipped, as the deciders skip it.
+	_ = replay.Guard(func() error { return replay.Apply(s.eng, ev) })
+}
+
+// queueName reads only spec.queueName of a submitted workload.
+func queueName(raw json.RawMessage) string {
+	var wl struct {
+		Spec struct {
+			QueueName string `json:"queueName"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal(raw, &wl)
+	return wl.Spec.QueueName
+}
+
+// settle runs the engine to quiescence and follows its decisions.
+func (s *simulation) settle(at time.Time) {
+	s.steps++
+	s.eng.RunToQuiescence(at)
+	s.follow(at)
+}
+
+func (s *simulation) follow(at time.Time) {
+	// Decisions are in the order they happened: a workload admitted and
+	// preempted again in one run is closed after it was opened.
+	for _, d := range s.eng.DrainDecisions() {
+		switch d.Kind {
+		case engine.DecidedAdmission:
+			s.gen[d.Key]++
+			s.tr.admit(d.Key, d.Admission.ClusterQueue, d.Admission.Usage, at)
+			s.schedule(d.Key, at)
+		case engine.DecidedPreemption:
+			for _, v := range d.Targets {
+				if cq, ok := s.tr.end(v.Workload.Key, at); ok {
+					s.tr.preemptions[cq]++
+				}
+			}
+		case engine.DecidedEviction:
+			s.tr.end(d.Key, at)
+		}
+	}
+	// Evictions no decision names (a preemptor gone before its victims
+	// were evicted): closed if the workload holds no quota now.
+	for _, ev := range s.eng.DrainEvictions() {
+		if w := s.eng.Workload(ev.Key); w != nil && w.Status == engine.Admitted {
+			continue
+		}
+		if cq, ok := s.tr.end(ev.Key, at); ok && ev.Reason == engine.EvictedByPreemption {
+			s.tr.preemptions[cq]++
+		}
+	}
+}
+
+// fireTimer fires the timers of the next instant a PodsReady timer is due
+// at, if that is not after until, as the podsready service does, and
+// reports whether it did.
+func (s *simulation) fireTimer(until time.Time) bool {
+	if !podsReadyOn(s.eng) {
+		return false
+	}
+	t, ok := s.eng.NextTimer()
+	if !ok || t.After(until) {
+		return false
+	}
+	for _, due := range s.eng.DueTimers(t) {
+		if due.Timeout != nil {
+			s.tr.end(due.Key, t)
+		}
+	}
+	s.eng.FireTimers(t)
+	s.settle(t)
+	return true
+}
+
+// moved lists the workloads whose first admission moved most.
+func moved(old, new *tracker, top int) []Moved {
+	keys := map[string]bool{}
+	for k := range old.first {
+		keys[k] = true
+	}
+	for k := range new.first {
+		keys[k] = true
+	}
+	var out []Moved
+	for _, k := range sortedKeys(keys) {
+		o, oOK := old.first[k]
+		n, nOK := new.first[k]
+		if oOK && nOK && n.Sub(o).Abs() < MinMove {
+			continue
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		m := Moved{Namespace: ns, Name: name, ClusterQueue: cmp.Or(new.firstCQ[k], old.firstCQ[k])}
+		if oOK {
+			m.Old = &o
+		}
+		if nOK {
+			m.New = &n
+		}
+		if oOK && nOK {
+			d := round(n.Sub(o).Seconds())
+			m.DeltaSeconds = &d
+		}
+		out = append(out, m)
+	}
+	mag := func(m Moved) float64 {
+		if m.DeltaSeconds == nil {
+			return math.Inf(1)
+		}
+		return math.Abs(*m.DeltaSeconds)
+	}
+	slices.SortStableFunc(out, func(a, b Moved) int { return cmp.Compare(mag(b), mag(a)) })
+	if len(out) > top {
+		out = out[:top]
+	}
+	return out
+}
+
+func sortedCells(m map[quota.FlavorResource]bool) []quota.FlavorResource {
+	out := make([]quota.FlavorResource, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b quota.FlavorResource) int { return a.Compare(b) })
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,441 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/auth/rbac"
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/counterfactual"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/eta"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/history"
+	"github.com/jetqueue/jetqueue/libs/quota"
+	"github.com/jetqueue/jetqueue/libs/store"
+)
+
+// Point-in-time answers (?at=) and counterfactuals (?counterfactual=true)
+// are computed from JQ_EVENTS itself: the log is read from its first
+// sequence to its last as the request begins (a bounded range, at most
+// MaxReplayEvents events) and folded into an engine (libs/history), never
+// from the projection.
+
+// MaxReplayEvents bounds the events one request reads from JQ_EVENTS.
+const MaxReplayEvents = 1_000_000
+
+// replayTimeout bounds the time one request spends reading the log.
+const replayTimeout = 60 * time.Second
+
+// readLog reads JQ_EVENTS in order up to its last sequence when the read
+// begins, stopping at the first event after upTo (zero: none).
+func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, replayTimeout)
+	defer cancel()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the stream's state: %w", err)
+	}
+	first, last := info.State.FirstSeq, info.State.LastSeq
+	if info.State.Msgs == 0 || last < first {
+		return nil, nil
+	}
+	if n := last - first + 1; n > MaxReplayEvents {
+		return nil, fail(http.StatusUnprocessableEntity, "", "at",
+			fmt.Sprintf("the log holds %d events; a point-in-time or counterfactual answer replays at most %d", n, MaxReplayEvents))
+	}
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", events.Stream, err)
+	}
+	out := make([]history.Record, 0, min(last-first+1, 1<<16))
+	for {
+		msgs, err := bus.Batch(ctx, cons, 1000, time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", events.Stream, err)
+		}
+		if len(msgs) == 0 {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("read %s: %w", events.Stream, ctx.Err())
+			}
+			continue
+		}
+		for _, m := range msgs {
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			seq := meta.Sequence.Stream
+			if seq > last {
+				return out, nil
+			}
+			ev, err := bus.Decode(m)
+			if err != nil {
+				// Skipped by every decider; kept as a placeholder so
+				// that the sequence stays whole (see history.Fold).
+				ev = events.Event{ID: "undecodable", Time: lastTime(out)}
+			}
+			out = append(out, history.Record{Seq: seq, Event: ev})
+			if !upTo.IsZero() && ev.Time.After(upTo) {
+				// Kept: the first event after upTo tells Fold where
+				// the history starts when nothing precedes.
+				return out, nil
+			}
+			if seq >= last || meta.NumPending == 0 {
+				return out, nil
+			}
+		}
+	}
+}
+
+func lastTime(recs []history.Record) time.Time {
+	if len(recs) == 0 {
+		return time.Time{}
+	}
+	return recs[len(recs)-1].Event.Time
+}
+
+// pointInTime parses ?at=: an RFC 3339 time, not in the future.
+func (s *Server) pointInTime(r *http.Request) (time.Time, error) {
+	v := r.URL.Query().Get("at")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fail(http.StatusBadRequest, "", "at", "must be an RFC 3339 time, e.g. 2026-01-01T10:00:00Z")
+	}
+	if now := s.cfg.Now(); t.After(now) {
+		return time.Time{}, fail(http.StatusBadRequest, "", "at", fmt.Sprintf("%s is in the future (now is %s)",
+			t.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano)))
+	}
+	return t.UTC(), nil
+}
+
+// stateAt folds the log up to at; a time the kept log cannot answer is a
+// 410 naming the earliest time available.
+func (s *Server) stateAt(ctx context.Context, at time.Time) ([]history.Record, *history.State, error) {
+	recs, err := s.readLog(ctx, at)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := history.Fold(recs, at)
+	if errors.Is(err, history.ErrBeforeHistory) {
+		return nil, nil, fail(http.StatusGone, "", "at", err.Error())
+	}
+	return recs, st, err
+}
+
+// AsOf says which prefix of the log an answer was computed from.
+type AsOf struct {
+	At      *time.Time `json:"at,omitempty"`
+	Seq     uint64     `json:"seq"`
+	Time    *time.Time `json:"time,omitempty"`
+	Skipped int        `json:"skipped,omitempty"`
+}
+
+func asOf(at time.Time, st *history.State) *AsOf {
+	a := &AsOf{Seq: st.Seq, Skipped: st.Skipped}
+	if !at.IsZero() {
+		a.At = &at
+	}
+	if !st.Time.IsZero() {
+		t := st.Time.UTC()
+		a.Time = &t
+	}
+	return a
+}
+
+// historyExplanation is explain's answer with ?at= or ?counterfactual=.
+type historyExplanation struct {
+	store.Explanation
+	AsOf            *AsOf                  `json:"asOf,omitempty"`
+	Counterfactuals *counterfactual.Result `json:"counterfactuals,omitempty"`
+	// ETA is a pending workload's estimate (libs/eta), unless ?eta=false.
+	ETA *eta.Estimate `json:"eta,omitempty"`
+}
+
+// explainHistory answers explain at a point in time, with
+// counterfactuals, or both.
+func (s *Server) explainHistory(r *http.Request) (int, any, error) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	key := api.NamespacedName(ns, name)
+	cf := false
+	if v := r.URL.Query().Get("counterfactual"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return 0, nil, fail(http.StatusBadRequest, "", "counterfactual", "must be true or false")
+		}
+		cf = b
+	}
+	at, err := s.pointInTime(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	// The ETA comes with ?eta=true, and with counterfactuals or ?at=
+	// unless ?eta=false.
+	e := r.URL.Query().Get("eta")
+	if e != "" && e != "true" && e != "false" {
+		return 0, nil, fail(http.StatusBadRequest, "", "eta", "must be true or false")
+	}
+	withETA := e == "true" || e != "false" && (cf || !at.IsZero())
+	if !cf && at.IsZero() && !withETA {
+		// ?counterfactual=false alone: the projection's answer.
+		ex, err := s.store.Explain(r.Context(), ns, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, fail(http.StatusNotFound, "Workload/"+ns+"/"+name, "", "not found")
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, ex, nil
+	}
+	// Both the explanation and the counterfactuals come from the log (up
+	// to at, or its end), so that they describe one state.
+	recs, st, err := s.stateAt(r.Context(), at)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := st.Engine.Workload(key)
+	if w == nil {
+		msg := "not found"
+		if !at.IsZero() {
+			msg = "did not exist at " + at.Format(time.RFC3339Nano)
+		}
+		return 0, nil, fail(http.StatusNotFound, "Workload/"+ns+"/"+name, "", msg)
+	}
+	out := historyExplanation{Explanation: s.explainState(r, st, w), AsOf: asOf(at, st)}
+	if withETA && w.Status == engine.Pending {
+		if out.ETA, err = s.etaOf(r, key, at); err != nil {
+			return 0, nil, err
+		}
+	}
+	if !cf {
+		return http.StatusOK, out, nil
+	}
+	now := at
+	if now.IsZero() {
+		now = s.cfg.Now().UTC()
+	}
+	// Each probe folds the log again: only what the live workloads
+	// depend on.
+	live, err := history.Compact(recs, at)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := counterfactual.Search(history.Builder(live, at), key, now)
+	if err != nil {
+		return 0, nil, err
+	}
+	res.Redact(key, s.mayRead(r))
+	out.Counterfactuals = &res
+	return http.StatusOK, out, nil
+}
+
+// mayRead says whether the caller may read a namespace's workloads.
+func (s *Server) mayRead(r *http.Request) func(string) bool {
+	memo := map[string]bool{}
+	return func(ns string) bool {
+		ok, seen := memo[ns]
+		if !seen {
+			ok = s.authorize(r, rbac.Attributes{Verb: "get", APIGroup: groupKueue, Resource: "workloads", Namespace: ns}) == nil
+			memo[ns] = ok
+		}
+		return ok
+	}
+}
+
+// view renders an engine workload as the projection does.
+func view(st *history.State, w *engine.Workload) store.WorkloadView {
+	v := store.WorkloadView{Namespace: w.Object.Namespace, Name: w.Object.Name, UID: string(w.Object.UID),
+		LocalQueue: w.Object.Spec.QueueName, ClusterQueue: w.Info.ClusterQueue, Priority: w.Info.Priority,
+		Status: string(w.Status), CreatedAt: w.Info.Created.UTC(), Evictions: int32(min(w.Evictions, 1<<31-1))}
+	if r, ok := st.Reasons[w.Info.Key]; ok {
+		v.Reason, v.Message = r.Token, r.Message
+	}
+	if a := w.Admission; a != nil {
+		v.ClusterQueue = a.ClusterQueue
+		t := w.AdmittedAt.UTC()
+		v.AdmittedAt = &t
+		v.Assignment, v.PodCounts = map[string]map[string]string{}, map[string]int32{}
+		for _, ps := range a.PodSets {
+			fl := map[string]string{}
+			for r, f := range ps.Flavors {
+				fl[string(r)] = f
+			}
+			v.Assignment[ps.Name] = fl
+			v.PodCounts[ps.Name] = ps.Count
+		}
+	}
+	return v
+}
+
+// explainState is explain's answer from a folded state: the reason, and
+// the pending workloads of its ClusterQueue ordered before it (the ones
+// the caller may not read are counted, not named).
+func (s *Server) explainState(r *http.Request, st *history.State, w *engine.Workload) store.Explanation {
+	ex := store.Explanation{WorkloadView: view(st, w), Ahead: []string{}}
+	if r := st.Reasons[w.Info.Key]; r.Detail != nil {
+		d := *r.Detail
+		ex.Detail = &d
+	}
+	if w.Status != engine.Pending || w.Info.ClusterQueue == "" {
+		return ex
+	}
+	var ahead []*engine.Workload
+	for _, o := range st.Engine.Workloads() {
+		if o.Status == engine.Pending && o.Info.ClusterQueue == w.Info.ClusterQueue && before(o, w) {
+			ahead = append(ahead, o)
+		}
+	}
+	slices.SortFunc(ahead, func(a, b *engine.Workload) int {
+		if before(a, b) {
+			return -1
+		}
+		return 1
+	})
+	ex.AheadCount = len(ahead)
+	visible := s.mayRead(r)
+	for _, o := range ahead {
+		if len(ex.Ahead) == 50 {
+			break
+		}
+		if visible(o.Object.Namespace) {
+			ex.Ahead = append(ex.Ahead, o.Info.Key)
+		}
+	}
+	return ex
+}
+
+// before is the pending order explain uses: priority, then creation,
+// then namespace/name.
+func before(a, b *engine.Workload) bool {
+	if a.Info.Priority != b.Info.Priority {
+		return a.Info.Priority > b.Info.Priority
+	}
+	if !a.Info.Created.Equal(b.Info.Created) {
+		return a.Info.Created.Before(b.Info.Created)
+	}
+	return a.Info.Key < b.Info.Key
+}
+
+// listAt is GET /v1/workloads?at=: the same filters and paging, from the
+// log folded up to at. The cursor is the last key of the page.
+func (s *Server) listAt(r *http.Request, f store.Filter, at time.Time) (int, any, error) {
+	_, st, err := s.stateAt(r.Context(), at)
+	if err != nil {
+		return 0, nil, err
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	allowed := map[string]bool{}
+	for _, ns := range f.Namespaces {
+		allowed[ns] = true
+	}
+	var keys []string
+	for k, w := range st.Engine.Workloads() {
+		v := view(st, w)
+		switch {
+		case f.Namespace != "" && v.Namespace != f.Namespace,
+			f.Namespaces != nil && !allowed[v.Namespace],
+			f.LocalQueue != "" && v.LocalQueue != f.LocalQueue,
+			f.ClusterQueue != "" && v.ClusterQueue != f.ClusterQueue,
+			f.Status != "" && v.Status != f.Status,
+			f.After != "" && k <= f.After:
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	next := ""
+	if len(keys) > f.Limit {
+		keys = keys[:f.Limit]
+		next = keys[len(keys)-1]
+	}
+	items := make([]store.WorkloadView, 0, len(keys))
+	for _, k := range keys {
+		items = append(items, view(st, st.Engine.Workload(k)))
+	}
+	return http.StatusOK, map[string]any{"items": items, "next": next, "asOf": asOf(at, st)}, nil
+}
+
+// clusterQueuesAt is GET /v1/clusterqueues[/{name}]?at=.
+func (s *Server) clusterQueuesAt(r *http.Request, name string, at time.Time) (int, any, error) {
+	_, st, err := s.stateAt(r.Context(), at)
+	if err != nil {
+		return 0, nil, err
+	}
+	type summary struct {
+		store.ClusterQueueSummary
+		AsOf *AsOf `json:"asOf"`
+	}
+	var out []summary
+	for _, n := range sortedNames(st.ClusterQueues) {
+		if name != "" && n != name {
+			continue
+		}
+		cq := st.ClusterQueues[n]
+		spec, err := json.Marshal(cq.Spec)
+		if err != nil {
+			return 0, nil, err
+		}
+		c := store.ClusterQueueSummary{Name: n, Spec: spec, Usage: []store.Usage{}}
+		used := quota.Usage{}
+		for _, w := range st.Engine.Workloads() {
+			switch {
+			case w.Status == engine.Admitted && w.Admission.ClusterQueue == n:
+				c.Admitted++
+				used.Add(w.Admission.Usage)
+			case w.Status == engine.Pending && w.Info.ClusterQueue == n:
+				c.Pending++
+			}
+		}
+		nominal := map[quota.FlavorResource]int64{}
+		for _, rg := range cq.Spec.ResourceGroups {
+			for _, f := range rg.Flavors {
+				for _, res := range f.Resources {
+					nominal[quota.FlavorResource{Flavor: f.Name, Resource: res.Name}] = quota.Value(res.Name, res.NominalQuota)
+				}
+			}
+		}
+		for _, fr := range used.Keys() {
+			if used[fr] == 0 {
+				continue
+			}
+			u := store.Usage{Flavor: fr.Flavor, Resource: string(fr.Resource), Used: used[fr], Nominal: nominal[fr]}
+			u.Borrowed = max(0, u.Used-u.Nominal)
+			c.Usage = append(c.Usage, u)
+		}
+		out = append(out, summary{ClusterQueueSummary: c, AsOf: asOf(at, st)})
+	}
+	if name == "" {
+		if out == nil {
+			out = []summary{}
+		}
+		return http.StatusOK, map[string]any{"items": out, "asOf": asOf(at, st)}, nil
+	}
+	if len(out) == 0 {
+		return 0, nil, fail(http.StatusNotFound, "ClusterQueue/"+name, "at", "did not exist at "+at.Format(time.RFC3339Nano))
+	}
+	return http.StatusOK, out[0], nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
