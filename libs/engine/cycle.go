@@ -40,17 +40,33 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 	var res CycleResult
 	// Kueue drains a stopped ClusterQueue from its workload controller,
 	// whether or not the scheduler sleeps.
+	// A sharded engine drains only the ClusterQueues it decides (one of
+	// its trees still held waits for its release); the others' evictions
+	// arrive from their owners as facts.
 	for _, cq := range sortedKeys(e.toDrain) {
-		e.drain(cq, now)
+		switch {
+		case e.Owns(cq):
+			e.drain(cq, now)
+		case e.OwnerOf(cq) == e.shard.Index:
+			continue
+		}
+		delete(e.toDrain, cq)
 	}
-	clear(e.toDrain)
 	if e.pass != nil {
 		if !e.notReady() {
 			e.resume(&res, now)
 		}
 		return res
 	}
-	heads := e.queues.Heads()
+	if e.blockedBySharding() {
+		return res
+	}
+	var heads []*scheduler.Workload
+	if e.Sharded() {
+		heads = e.queues.HeadsOf(e.Owns)
+	} else {
+		heads = e.queues.Heads()
+	}
 	if len(heads) == 0 {
 		return res
 	}

@@ -180,6 +180,10 @@ type Engine struct {
 	snapOps   []snapOp
 	// nsLabels caches namespaceLabels.
 	nsLabels map[string]labels.Set
+	// shard and heldTree limit cycles to the trees this shard decides
+	// (see SetShard).
+	shard    Shard
+	heldTree func(tree string) bool
 }
 
 // snapOp lists (add) or unlists an admitted workload in the snapshot.

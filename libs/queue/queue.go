@@ -144,11 +144,17 @@ func (m *Manager) Remove(name string) []*scheduler.Workload {
 }
 
 // Heads pops the head of every active queue, in queue-name order.
-func (m *Manager) Heads() []*scheduler.Workload {
+func (m *Manager) Heads() []*scheduler.Workload { return m.HeadsOf(nil) }
+
+// HeadsOf pops the head of every active queue that owned accepts (every
+// queue if nil), in queue-name order: a sharded admission nominates only
+// the heads of the ClusterQueues it decides, and leaves the others'
+// queues untouched.
+func (m *Manager) HeadsOf(owned func(cq string) bool) []*scheduler.Workload {
 	var heads []*scheduler.Workload
 	for _, name := range m.sortedNames() {
 		q := m.queues[name]
-		if !q.Active {
+		if !q.Active || owned != nil && !owned(name) {
 			continue
 		}
 		q.popCycle++
