@@ -44,6 +44,8 @@ type system struct {
 	}
 	// These stop the first instances started.
 	stopAdmission, stopPreemptor, stopPodsReady, stopIngest func()
+	// shardStops stop the admission shards startShards started.
+	shardStops []func()
 	// admin is each running service's admin address (/metrics), by the
 	// name run was given.
 	adminMu sync.Mutex

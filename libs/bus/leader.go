@@ -108,6 +108,9 @@ type Member struct {
 	// Identity is who the member is to NATS.
 	Identity Identity
 	Shard    string
+	// Shards is how many shards the service runs (0 or 1: one). Only
+	// admission partitions its work; the others run one shard.
+	Shards   int
 	Instance string
 	LeaseTTL time.Duration
 	Stream   StreamOptions
@@ -128,11 +131,8 @@ func (m Member) TTL() time.Duration {
 // lease. The lease lives by the bucket's TTL; a member configured with
 // another is told so in the log.
 func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Conn, *Leadership, error) {
-	if want := service + "-0"; m.Shard != want {
-		// A shard is only a lease key: a second one would be a second
-		// leader deciding the whole log, admitting against the same
-		// quota as the first. Until work is partitioned, one shard.
-		return nil, nil, ConfigError{fmt.Errorf("--shard %q: %s runs as one shard, %s (more replicas are standbys of it)", m.Shard, service, want)}
+	if _, err := m.ShardIndex(service); err != nil {
+		return nil, nil, ConfigError{err}
 	}
 	opts, err := m.Identity.Options()
 	if err != nil {
@@ -152,6 +152,26 @@ func (m Member) Join(ctx context.Context, log *zap.Logger, service string) (*Con
 			zap.Duration("bucket", ttl), zap.Duration("configured", m.TTL()))
 	}
 	return conn, NewLeadership(kv, m.Shard, m.Instance, ttl), nil
+}
+
+// ShardIndex is the member's shard number: --shard must be
+// <service>-<i> with i below the shard count. A shard is a lease key: a
+// second one of a service that does not partition its work would be a
+// second leader deciding the whole log, so those run one shard.
+func (m Member) ShardIndex(service string) (int, error) {
+	n := max(m.Shards, 1)
+	if n > MaxShards {
+		return 0, fmt.Errorf("--shards %d: at most %d", n, MaxShards)
+	}
+	for i := range n {
+		if m.Shard == ShardName(service, i) {
+			return i, nil
+		}
+	}
+	if n == 1 {
+		return 0, fmt.Errorf("--shard %q: %s runs as one shard, %s (more replicas are standbys of it)", m.Shard, service, ShardName(service, 0))
+	}
+	return 0, fmt.Errorf("--shard %q: with --shards %d the shards are %s … %s", m.Shard, n, ShardName(service, 0), ShardName(service, n-1))
 }
 
 // ConfigError is a configuration no retry can cure: a service exits with

@@ -100,6 +100,10 @@ func PlacedSubject(namespace, name string) string {
 // workload and must not move any workload's sequence.
 const BatchSubject = SubjectRoot + ".batch"
 
+// ShardSubject carries admission's handovers between shards
+// (ShardReleased), which are about no workload.
+const ShardSubject = SubjectRoot + ".shard"
+
 // ConfigSubject is the subject of one configuration object.
 func ConfigSubject(kind, namespace, name string) string {
 	return strings.Join([]string{SubjectRoot, "cfg", Token(kind), Token(namespace), Token(name)}, ".")
@@ -127,6 +131,7 @@ const (
 	Placed              Type = "io.jetqueue.workload.placed.v1"
 	BatchSkipped        Type = "io.jetqueue.batch.skipped.v1"
 	BatchClosed         Type = "io.jetqueue.batch.closed.v1"
+	ShardReleased       Type = "io.jetqueue.shard.released.v1"
 )
 
 // Event is one CloudEvent: attributes travel as ce-* headers, the payload
@@ -227,6 +232,7 @@ var payloads = map[Type]func() any{
 	Placed:              func() any { return new(PlacedData) },
 	BatchSkipped:        func() any { return new(BatchSkippedData) },
 	BatchClosed:         func() any { return new(BatchClosedData) },
+	ShardReleased:       func() any { return new(ShardReleasedData) },
 }
 
 // Ends says whether an event of type t ends its workload's life in the
@@ -309,6 +315,44 @@ type BatchSkippedData struct {
 type BatchClosedData struct {
 	Batch   string `json:"batch"`
 	Missing int    `json:"missing"`
+}
+
+// ShardReleasedData hands a ClusterQueue over between admission shards.
+// A configuration event at AtSeq moved the ClusterQueue from the tree
+// From (owned by shard FromShard) to the tree To (owned by ToShard); the
+// old owner publishes this once it has applied that event and published
+// every decision it made before, so that in log order each of its
+// decisions about the ClusterQueue precedes the release. The new owner
+// decides nothing in To until it has read it. Trees are named
+// "cohort/<name>" or "clusterqueue/<name>".
+type ShardReleasedData struct {
+	ClusterQueue string `json:"clusterQueue"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+	FromShard    int    `json:"fromShard"`
+	ToShard      int    `json:"toShard"`
+	AtSeq        uint64 `json:"atSeq"`
+}
+
+// MaxShardIndex bounds a shard number in a ShardReleased.
+const MaxShardIndex = 1023
+
+// Validate refuses a release that names no handover: no ClusterQueue,
+// no sequence, a shard out of bounds or the same shard on both sides.
+func (d *ShardReleasedData) Validate() error {
+	switch {
+	case d.ClusterQueue == "" || len(d.ClusterQueue) > 253:
+		return fmt.Errorf("clusterQueue: want a name of 1 to 253 characters")
+	case len(d.From) > 300 || len(d.To) > 300 || d.From == "" || d.To == "":
+		return fmt.Errorf("from, to: want tree names of 1 to 300 characters")
+	case d.FromShard < 0 || d.FromShard > MaxShardIndex || d.ToShard < 0 || d.ToShard > MaxShardIndex:
+		return fmt.Errorf("fromShard, toShard: want 0 to %d", MaxShardIndex)
+	case d.FromShard == d.ToShard:
+		return fmt.Errorf("toShard: equals fromShard %d, no handover", d.FromShard)
+	case d.AtSeq == 0:
+		return fmt.Errorf("atSeq: want the sequence of the move, above 0")
+	}
+	return nil
 }
 
 // Limits of a batch. A batch holds back the decisions about its members

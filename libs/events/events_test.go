@@ -67,6 +67,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		Placed:              &PlacedData{WorkloadRef: ref, PodSets: []PodSetPlacement{{Name: "main", Nodes: []NodeScore{{Node: "n1", FitPlus: 72, Scarce: 100, Total: 172}}}}},
 		BatchSkipped:        &BatchSkippedData{Event: "podsready/team-a/w/timeout/1", Type: Evicted, Subject: WorkloadSubject("team-a", "w"), Reason: "moved"},
 		BatchClosed:         &BatchClosedData{Batch: "step-3", Missing: 2},
+		ShardReleased:       &ShardReleasedData{ClusterQueue: "cq", From: "cohort/a", To: "cohort/b", FromShard: 0, ToShard: 1, AtSeq: 42},
 	}
 	if len(samples) != len(payloads) {
 		t.Fatalf("%d samples for %d types", len(samples), len(payloads))
@@ -157,6 +158,26 @@ func TestBatchLimits(t *testing.T) {
 		}
 		if err == nil && b.String() != tc.v {
 			t.Errorf("ParseClientBatch(%q) renders back as %q", tc.v, b.String())
+		}
+	}
+}
+
+func TestShardReleasedValidates(t *testing.T) {
+	good := ShardReleasedData{ClusterQueue: "cq", From: "cohort/a", To: "cohort/b", FromShard: 0, ToShard: 1, AtSeq: 42}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]func(*ShardReleasedData){
+		"clusterQueue": func(d *ShardReleasedData) { d.ClusterQueue = "" },
+		"from, to":     func(d *ShardReleasedData) { d.To = "" },
+		"toShard":      func(d *ShardReleasedData) { d.ToShard = 0 },
+		"fromShard":    func(d *ShardReleasedData) { d.FromShard = -1 },
+		"atSeq":        func(d *ShardReleasedData) { d.AtSeq = 0 },
+	} {
+		d := good
+		bad(&d)
+		if err := d.Validate(); err == nil || !strings.HasPrefix(err.Error(), name) {
+			t.Errorf("%s: got %v", name, err)
 		}
 	}
 }

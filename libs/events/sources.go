@@ -31,6 +31,7 @@ var decisionOwners = map[Type]string{
 	Inadmissible:        SourceAdmission,
 	PreemptionRequested: SourceAdmission,
 	BatchClosed:         SourceAdmission,
+	ShardReleased:       SourceAdmission,
 	Requeued:            SourcePodsReady,
 	Deactivated:         SourcePodsReady,
 	Placed:              SourceScorer,

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -326,6 +327,27 @@ func (r *Retainer) history(ctx context.Context, subject string, through uint64) 
 	}
 }
 
+// snapshotNames are the snapshots the purge waits for: the configured
+// ones and, when admission-0 is one of them, every other admission shard
+// the cluster runs (its count is recorded in bus.ShardsBucket), each
+// replaying the log from its own snapshot.
+func (r *Retainer) snapshotNames(ctx context.Context) ([]string, error) {
+	if !slices.Contains(r.cfg.Snapshots, "admission-0") {
+		return r.cfg.Snapshots, nil
+	}
+	n, err := bus.ReadShardCount(ctx, r.cfg.JS, "admission")
+	if err != nil {
+		return nil, fmt.Errorf("admission's shard count: %w", err)
+	}
+	names := slices.Clone(r.cfg.Snapshots)
+	for i := 1; i < n; i++ {
+		if name := bus.ShardName("admission", i); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
 // gate is the highest sequence the purge may reach: no decider, consumer
 // or the projection still needs anything at or below it. blocked is why
 // there is none.
@@ -338,7 +360,11 @@ func (r *Retainer) gate(ctx context.Context) (gate uint64, blocked string, err e
 		return 0, "", fmt.Errorf("snapshot bucket: %w", err)
 	}
 	gate = ^uint64(0)
-	for _, name := range r.cfg.Snapshots {
+	names, err := r.snapshotNames(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	for _, name := range names {
 		info, err := obs.GetInfo(ctx, name)
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return 0, "snapshot missing", nil

@@ -128,6 +128,15 @@ type Service struct {
 	// has decided, after which the state is no longer a fold of the log.
 	snaps   *snapshot.Writer
 	decided bool
+	// shard is this instance's shard of shards (see shard.go); trees is
+	// each ClusterQueue's last tree and handovers the moves between
+	// shards not yet released in the log, both folds of the log kept
+	// only when sharded; sentRelease are the releases this run published.
+	shard, shards int
+	trees         map[string]string
+	handovers     []events.ShardReleasedData
+	sentRelease   map[string]bool
+	warnedBlocked bool
 }
 
 // decision is an engine decision rendered as its event when it was made,
@@ -159,12 +168,22 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if cfg.Wall == nil {
 		cfg.Wall = time.Now
 	}
+	if cfg.Shards < 0 || cfg.Shards > bus.MaxShards {
+		return bus.ConfigError{Err: fmt.Errorf("--shards %d: want 1 to %d (0 means 1)", cfg.Shards, bus.MaxShards)}
+	}
+	shard, err := cfg.ShardIndex("admission")
+	if err != nil {
+		return bus.ConfigError{Err: err}
+	}
 	conn, leader, err := cfg.Join(ctx, rt.Log, "admission")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	js := conn.JS
+	if err := bus.RecordShardCount(ctx, js, "admission", max(cfg.Shards, 1)); err != nil {
+		return err
+	}
 	if cfg.MaxSkew <= 0 {
 		cfg.MaxSkew = time.Second
 	}
@@ -176,8 +195,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		cfg.Now = manual.Now
 	}
 	s := &Service{cfg: cfg, log: rt.Log, rt: rt, js: js, leader: leader, batch: 512, manual: manual,
-		m: metrics.NewAdmission(rt.Registry)}
-	if s.progress, err = bus.NewProgress(ctx, js, "admission"); err != nil {
+		m: metrics.NewAdmission(rt.Registry), shard: shard, shards: max(cfg.Shards, 1)}
+	if s.progress, err = bus.NewProgress(ctx, js, bus.ProgressName("admission", shard)); err != nil {
 		return err
 	}
 	defer s.leader.Release()
@@ -220,6 +239,8 @@ func (s *Service) reset() {
 	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
 	s.floor = 0
 	s.seen, s.decided = time.Time{}, false
+	s.trees, s.handovers, s.sentRelease = map[string]string{}, nil, map[string]bool{}
+	s.shardEngine()
 }
 
 // follow rebuilds the state from the newest usable snapshot and the
@@ -362,6 +383,16 @@ func (s *Service) process(r read) error {
 	}
 	s.resolveRequested(r.subject)
 	s.count(r.seq, ev)
+	if d, ok := ev.Data.(*events.ShardReleasedData); ok {
+		// Read back by its publisher too: it closes the handover in
+		// every instance's fold alike.
+		if err := d.Validate(); err != nil {
+			s.rt.Skip(r.seq, string(ev.Type), err)
+			return nil
+		}
+		s.released(d)
+		return nil
+	}
 	if s.mine[ev.ID] {
 		delete(s.mine, ev.ID)
 		return nil
@@ -379,6 +410,7 @@ func (s *Service) process(r read) error {
 		s.rt.Skip(r.seq, string(ev.Type), err)
 		return nil
 	}
+	s.noteTree(ev, r.seq)
 	s.track(r.subject, r.seq, events.Ends(ev.Type))
 	return nil
 }
@@ -404,6 +436,12 @@ func (s *Service) apply(ev events.Event) error { return replay.Apply(s.eng, ev) 
 // noteRequested keeps the evictions another instance's preemption request
 // asks for, of the victims still where it chose them.
 func (s *Service) noteRequested(req events.Event, d *events.PreemptionRequestedData) {
+	if s.sharded() && s.eng.OwnerOf(d.ClusterQueue) != s.shard {
+		// Another shard's preemption: its leaders adopt it. If its
+		// ClusterQueue is handed over to this shard, the victims hold
+		// their quota here until their evictions arrive.
+		return
+	}
 	for i, ev := range replay.Evictions(req, d) {
 		if s.onSubj[ev.Subject] == d.Victims[i].Seq {
 			s.requested = append(s.requested, ev)
@@ -601,6 +639,15 @@ func (s *Service) lead(ctx context.Context) error {
 // workload in one batch waits for the first one's sequence.
 func (s *Service) decide(ctx context.Context) error {
 	s.decided = true
+	if len(s.held) == 0 && s.sharded() {
+		if err := s.publishReleases(ctx); err != nil {
+			return err
+		}
+		if s.eng.BlockedBySharding() && !s.warnedBlocked {
+			s.log.Error("waitForPodsReady.blockAdmission holds every admission of the cluster while one admitted workload is not ready, which shards deciding in parallel cannot keep: with --shards above 1 admission decides nothing while it is on")
+		}
+		s.warnedBlocked = s.eng.BlockedBySharding()
+	}
 	s.adoptRequested()
 	if len(s.awaiting) > 0 {
 		return nil
@@ -803,7 +850,13 @@ func (s *Service) published(d decision, ev events.Event, seq uint64, err error) 
 func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, error) {
 	ns, name, _ := strings.Cut(d.Key, "/")
 	ref := events.WorkloadRef{Namespace: ns, Name: name}
-	ev := events.Event{ID: fmt.Sprintf("admission/%d/%d", s.last, i), Source: source, Time: now,
+	// Each shard decides at the same positions: its own prefix keeps
+	// JetStream from deduplicating one shard's decision as another's.
+	prefix := "admission"
+	if s.sharded() {
+		prefix = bus.ShardName("admission", s.shard)
+	}
+	ev := events.Event{ID: fmt.Sprintf("%s/%d/%d", prefix, s.last, i), Source: source, Time: now,
 		Subject: events.WorkloadSubject(ns, name)}
 	switch d.Kind {
 	case engine.DecidedAdmission:

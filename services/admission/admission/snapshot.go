@@ -57,6 +57,10 @@ type snapState struct {
 	// namespace, LocalQueue), and when each was last evicted.
 	AdmittedIn map[string][3]string `json:"admittedIn,omitempty"`
 	EvictedAt  map[string]time.Time `json:"evictedAt,omitempty"`
+	// Trees and Handovers are a shard's (shard.go): each ClusterQueue's
+	// last tree, and the moves between shards not yet released.
+	Trees     map[string]string          `json:"trees,omitempty"`
+	Handovers []events.ShardReleasedData `json:"handovers,omitempty"`
 }
 
 // quiet reports whether the instance's state is a fold of the log that a
@@ -72,6 +76,9 @@ func (s *Service) encodeState() ([]byte, error) {
 		return nil, err
 	}
 	st := snapState{OnSubj: s.onSubj, Closed: s.closed, Seen: s.seen, EvictedAt: s.obs.evictedAt}
+	if s.sharded() {
+		st.Trees, st.Handovers = s.trees, s.handovers
+	}
 	if len(s.obs.admittedIn) > 0 {
 		st.AdmittedIn = make(map[string][3]string, len(s.obs.admittedIn))
 		for k, r := range s.obs.admittedIn {
@@ -113,6 +120,12 @@ func (s *Service) restoreState(sn *snapshot.Snapshot) error {
 	}
 	e.RecordDecisions()
 	s.eng, s.onSubj, s.closed, s.seen, s.last = e, st.OnSubj, st.Closed, st.Seen, sn.Seq
+	s.trees, s.handovers = st.Trees, st.Handovers
+	if s.trees == nil {
+		s.trees = map[string]string{}
+	}
+	s.restoreTrees()
+	s.shardEngine()
 	s.observeCycles()
 	if s.obs.counted == 0 {
 		// The observer has counted nothing in this process: it takes
@@ -159,7 +172,7 @@ func (s *Service) maybeSnapshot(ctx context.Context) {
 // decided and did not publish can enter it.
 func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	shadow := &Service{cfg: s.cfg, log: zap.NewNop(), rt: &service.Runtime{Name: "admission-snapshot", Log: zap.NewNop()}, batch: s.batch,
-		m: metrics.NewAdmission(nil)}
+		m: metrics.NewAdmission(nil), shard: s.shard, shards: s.shards}
 	shadow.reset()
 	var start uint64
 	if sn, err := s.snaps.Store.Load(ctx); err == nil && sn != nil && shadow.restoreState(sn) == nil {

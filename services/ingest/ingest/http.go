@@ -1087,6 +1087,17 @@ func (s *Server) advanceClock(r *http.Request) (int, any, error) {
 	return http.StatusOK, map[string]any{"now": now}, nil
 }
 
+// sortedMarks lists the marks' names in order, so that what sync says it
+// waits for does not change from one poll to the next.
+func sortedMarks(marks map[string]bus.Mark) []string {
+	names := make([]string, 0, len(marks))
+	for k := range marks {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // deciders are the services whose reactions to an event are themselves
 // events; timerService is the one that also acts on the clock.
 var deciders = []string{"admission", "preemptor", timerService}
@@ -1170,6 +1181,13 @@ func (s *Server) waitingFor(ctx context.Context) (string, error) {
 	}
 	if m := marks["admission"]; m.Seq < end {
 		return fmt.Sprintf("admission (at %d of %d)", m.Seq, end), nil
+	}
+	// The other admission shards (bus.ProgressName), each deciding its
+	// own cohort trees.
+	for _, name := range sortedMarks(marks) {
+		if m := marks[name]; strings.HasPrefix(name, "admission-") && m.Seq < end {
+			return fmt.Sprintf("%s (at %d of %d)", name, m.Seq, end), nil
+		}
 	}
 	for _, name := range deciders {
 		if m, ok := marks[name]; ok && m.Seq < end {

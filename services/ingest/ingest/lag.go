@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +31,16 @@ func (s *Server) admissionLag(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	done, err := bus.ReadProgress(ctx, s.js, "admission")
+	// The slowest admission shard is admission's lag.
+	marks, err := bus.ReadMarks(ctx, s.js)
 	if err != nil {
 		return 0, err
+	}
+	done := marks["admission"].Seq
+	for name, m := range marks {
+		if strings.HasPrefix(name, "admission-") {
+			done = min(done, m.Seq)
+		}
 	}
 	g.lag, g.checked = 0, time.Now()
 	if info.State.LastSeq > done {
