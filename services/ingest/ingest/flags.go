@@ -34,7 +34,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.Retention.HistoryRetention, "history-retention", retention.DefaultHistoryRetention,
 		"how long PostgreSQL keeps an ended workload's row and events (docs/retention.md)")
 	fs.DurationVar(&c.Retention.Interval, "retention-interval", retention.DefaultInterval, "time between two passes of the retention role")
-	fs.Func("retention-snapshots", "comma-separated snapshot objects in JQ_SNAPSHOTS, one per decider, that JQ_EVENTS' purge waits for (default "+
+	fs.Func("retention-snapshots", "comma-separated snapshot objects in JQ_SNAPSHOTS, one per decider, that JQ_EVENTS' purge waits for; with admission-0 listed, also every other admission shard JQ_SHARDS records (default "+
 		strings.Join(retention.DefaultSnapshots, ",")+")", func(v string) error {
 		c.Retention.Snapshots = strings.Split(v, ",")
 		return nil
