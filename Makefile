@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZHANDLERS ?= 40x
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-eta bench-memory bench-restart bench-vs-kueue console-screenshot lint fmt vet chaos
+.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos
 
 build:
 	@mkdir -p $(BIN)
@@ -77,6 +77,12 @@ bench-vs-kueue:
 bench-memory:
 	cd libs && $(GO) test -run='^$$' -bench='^BenchmarkMemory$$' -benchtime=1x -v ./engine | grep -vE '^(goos|goarch|pkg|cpu):'
 	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkMemoryServices$$' -benchtime=1x -timeout 30m -v . | grep -vE '^(goos|goarch|pkg|cpu):'
+
+## bench-shards: admitted/s of a burst (SHARDS_WORKLOADS, default 6000) to
+## 40 ClusterQueues in 20 independent cohorts with one admission shard and
+## with two, interleaved in one run. Not part of `make test`.
+bench-shards:
+	cd e2e && $(GO) test -count=1 -run='^$$' -bench='^BenchmarkShards$$' -benchtime=1x -timeout 30m . | grep -vE '^(goos|goarch|pkg|cpu):'
 
 ## bench-eta: the ETA's error against a recorded run's admissions (median
 ## and p90 absolute error, in minutes); see docs/console.md.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/api"
@@ -22,6 +24,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/sim"
 	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
 
 // startShards starts a system whose admission runs n shards, one
@@ -484,4 +487,104 @@ func TestShardHandoverWaitsForRelease(t *testing.T) {
 			t.Errorf("move %s released %d times, want once", k, u.released[k])
 		}
 	}
+}
+
+// BenchmarkShards submits a burst of workloads over NATS to ClusterQueues
+// in independent cohorts, all fitting, once with one admission shard and
+// with two, twice each interleaved in the same run, and prints admitted/s
+// for each run (the metrics are the better of each count's two). Every
+// shard reads every event (a full replica); only scheduling is split.
+// Run it with `make bench-shards` (SHARDS_WORKLOADS sets the burst).
+func BenchmarkShards(b *testing.B) {
+	n := envInt(b, "SHARDS_WORKLOADS", 6000)
+	const queues = 40
+	for b.Loop() {
+		// Each count twice, interleaved, so that neither gains from
+		// warming the machine up first.
+		best := map[int]float64{}
+		for _, shards := range []int{1, 2, 1, 2} {
+			rate := shardBurst(b, shards, n, queues)
+			best[shards] = max(best[shards], rate)
+			fmt.Printf("%d shard(s): %d workloads in %d ClusterQueues of %d independent cohorts: %.0f admitted/s\n",
+				shards, n, queues, queues/2, rate)
+		}
+		for shards, rate := range best {
+			b.ReportMetric(rate, fmt.Sprintf("admitted/s-%dshard", shards))
+		}
+	}
+}
+
+// shardBurst runs one burst on a fresh system of the given shard count.
+func shardBurst(b *testing.B, shards, n, queues int) float64 {
+	srv := testenv.NATS(b)
+	s := &system{t: b, nats: srv.ClientURL(), db: testenv.Postgres(b)}
+	defer s.close()
+	for i := range shards {
+		s.startShard(i, shards, "a")
+	}
+	s.startPreemptor("a")
+	s.startIngest()
+	var cfg strings.Builder
+	cfg.WriteString("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n")
+	for q := range queues {
+		fmt.Fprintf(&cfg, "%s", strings.ReplaceAll(clusterQueue(fmt.Sprintf("cq-%d", q), fmt.Sprintf("cohort-%d", q/2), 100000, false),
+			"namespace: ns}", fmt.Sprintf("namespace: ns-%d}", q)))
+	}
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(cfg.String()))
+	s.sync()
+	nc, err := bus.Connect(s.nats, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	admitted := 0
+	var last time.Time
+	done := make(chan struct{})
+	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"jq.ev.wl.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Headers().Get(events.HeaderType) != string(events.QuotaReserved) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if admitted++; admitted == n {
+			last = time.Now()
+			close(done)
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Stop()
+	start := time.Now()
+	for i := range n {
+		q := i % queues
+		ns, name := fmt.Sprintf("ns-%d", q), fmt.Sprintf("w%05d", i)
+		m := nats.NewMsg(ingest.SubmitSubjectOf(ns, name))
+		m.Header.Set(events.HeaderSpecVersion, "1.0")
+		m.Header.Set(events.HeaderID, "bench-"+name)
+		m.Header.Set(events.HeaderType, ingest.SubmitType)
+		m.Header.Set(events.HeaderSource, "bench")
+		m.Header.Set("Nats-Msg-Id", "bench-"+name)
+		m.Data = []byte(shardWorkload(name, fmt.Sprintf("lq-cq-%d", q), 1, 0))
+		m.Data = []byte(strings.Replace(string(m.Data), `"namespace":"ns"`, fmt.Sprintf(`"namespace":%q`, ns), 1))
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		b.Fatalf("%d shard(s): only %d of %d admitted", shards, admitted, n)
+	}
+	return float64(n) / last.Sub(start).Seconds()
 }
