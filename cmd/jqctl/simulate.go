@@ -10,18 +10,26 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/sim"
 )
 
 func newSimulate(stdout, stderr io.Writer) *cobra.Command {
 	var cpuProfile string
 	var timing bool
+	var shards int
 	cmd := &cobra.Command{
 		Use:   "simulate FILE...",
 		Short: "Run conformance scenarios on the admission core with a fake clock",
 		Long: `simulate runs each scenario file (shared/conformance/FORMAT.md) and prints,
 for each expect step and once at the end, the observed state as one JSON line.
 Mismatches are printed to stderr as (-want +got) diffs.
+
+--shards N runs the scenario as N admission shards in lockstep would decide
+it (each deciding the cohort trees FNV-1a of the cohort's name mod N gives
+it, its decisions reaching the others as facts); the output must equal the
+unsharded run's. Under waitForPodsReady.blockAdmission sharded admission
+decides nothing.
 
 --timing prints, per file on stderr, the CPU time (user+sys) spent parsing
 the file and running it, so that a benchmark can tell the decision core's
@@ -45,7 +53,7 @@ malformed (the message names the step and field).`,
 			}
 			code := 0
 			for _, f := range files {
-				code = max(code, simulateFile(f, stdout, stderr, timing))
+				code = max(code, simulateFile(f, stdout, stderr, timing, shards))
 			}
 			if code != 0 {
 				return exitError{code}
@@ -54,6 +62,7 @@ malformed (the message names the step and field).`,
 		},
 	}
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	cmd.Flags().IntVar(&shards, "shards", 1, "decide as this many admission shards in lockstep (1 to 64)")
 	cmd.Flags().BoolVar(&timing, "timing", false, "print the parse and run CPU time of each file on stderr")
 	return cmd
 }
@@ -68,8 +77,12 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func simulateFile(path string, stdout, stderr io.Writer, timing bool) int {
+func simulateFile(path string, stdout, stderr io.Writer, timing bool, shards int) int {
 	start := cpuTime()
+	if shards < 1 || shards > bus.MaxShards {
+		fmt.Fprintf(stderr, "--shards %d: want 1 to %d\n", shards, bus.MaxShards)
+		return 2
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", path, err)
@@ -81,7 +94,7 @@ func simulateFile(path string, stdout, stderr io.Writer, timing bool) int {
 		return 2
 	}
 	parsed := cpuTime()
-	res, err := sim.Run(sc)
+	res, err := sim.RunSharded(sc, shards)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		return 2

@@ -39,18 +39,111 @@ type Result struct {
 
 // sim is one run's state.
 type sim struct {
-	eng         *engine.Engine
+	eng *engine.Engine
+	// peers are the other shards' engines when the run is sharded
+	// (RunSharded): every event goes to each, and their decisions reach
+	// the others as facts (see settle).
+	peers       []*engine.Engine
 	now         time.Time
 	lastCreated time.Time
 	evicted     map[string]string
 	warnings    []string
 }
 
+// engines are the run's replicas, shard 0's first.
+func (s *sim) engines() []*engine.Engine { return append([]*engine.Engine{s.eng}, s.peers...) }
+
+// each applies one change to every replica and returns shard 0's error
+// (replicas of one log agree).
+func (s *sim) each(f func(*engine.Engine) error) error {
+	err := f(s.eng)
+	for _, e := range s.peers {
+		_ = f(e)
+	}
+	return err
+}
+
+// copyFor is o for shard 0 and a copy of it for the others: an engine
+// keeps the objects it is given.
+func (s *sim) copyFor(e *engine.Engine, o api.Object) api.Object {
+	if e == s.eng {
+		return o
+	}
+	return o.DeepCopyObject()
+}
+
+// settle runs scheduling to quiescence (again, as engine.Settle does, if
+// again) and records the evictions. Sharded, each shard runs in turn and
+// its decisions are applied to the other replicas as facts (as the
+// services read them from the log, and the preemptor's evictions), until
+// a round decides nothing but reasons.
+func (s *sim) settle(again bool) {
+	if len(s.peers) == 0 {
+		if again {
+			s.eng.Settle(s.now)
+		} else {
+			s.eng.RunToQuiescence(s.now)
+		}
+		s.drainEvictions(s.eng)
+		return
+	}
+	for round := 0; ; round++ {
+		quiet := true
+		for _, e := range s.engines() {
+			if again && round == 0 {
+				e.Settle(s.now)
+			} else {
+				e.RunToQuiescence(s.now)
+			}
+			s.drainEvictions(e)
+			for _, d := range e.DrainDecisions() {
+				if d.Kind != engine.DecidedInadmissible {
+					quiet = false
+				}
+				for _, peer := range s.engines() {
+					if peer != e {
+						applyFact(peer, d, s.now)
+						peer.DrainEvictions()
+					}
+				}
+			}
+		}
+		if quiet || round >= engine.MaxCycles {
+			return
+		}
+	}
+}
+
+func (s *sim) drainEvictions(e *engine.Engine) {
+	for _, ev := range e.DrainEvictions() {
+		s.evicted[ev.Key] = ev.Reason
+	}
+}
+
+// applyFact applies another shard's decision to a replica, as the
+// admission service applies it read back from the log (and, for a
+// preemption, the evictions the preemptor publishes).
+func applyFact(e *engine.Engine, d engine.Decision, now time.Time) {
+	switch d.Kind {
+	case engine.DecidedAdmission:
+		e.ApplyAdmission(d.Key, *d.Admission, now)
+	case engine.DecidedInadmissible:
+		e.NoteReason(d.Key, *d.Reason)
+	case engine.DecidedEviction:
+		e.ApplyEviction(d.Key, engine.Eviction{Reason: d.EvictionReason}, now)
+	case engine.DecidedPreemption:
+		for _, v := range d.Targets {
+			e.ApplyEviction(v.Workload.Key, engine.Eviction{Reason: engine.EvictedByPreemption, Kind: v.Kind,
+				Preemptor: v.Preemptor, PreemptorCQ: v.PreemptorCQ}, now)
+		}
+	}
+}
+
 // advance moves the clock to target, firing every timer due on the way at
 // its own instant, each followed by scheduling to quiescence. As the
 // oracle does, it settles before the clock moves and again at the target.
 func (s *sim) advance(target time.Time) {
-	s.eng.Settle(s.now)
+	s.settle(true)
 	for {
 		t, ok := s.eng.NextTimer()
 		if !ok || t.After(target) {
@@ -59,28 +152,46 @@ func (s *sim) advance(target time.Time) {
 		if t.After(s.now) {
 			s.now = t
 		}
-		s.eng.FireTimers(s.now)
-		s.eng.Settle(s.now)
+		for _, e := range s.engines() {
+			e.FireTimers(s.now)
+		}
+		s.settle(true)
 	}
 	s.now = target
-	s.eng.Settle(s.now)
+	s.settle(true)
 }
 
 // Run executes a parsed scenario. An error means the scenario could not be
 // run (malformed or unsupported); mismatches are in the result.
-func Run(sc *Scenario) (*Result, error) {
+func Run(sc *Scenario) (*Result, error) { return RunSharded(sc, 1) }
+
+// RunSharded executes a scenario as n admission shards in lockstep would
+// decide it (engine.Shard): each shard's engine is a full replica that
+// decides only its own cohort trees, and every decision reaches the other
+// replicas as a fact before they run again. Checkpoints are read from
+// shard 0's replica. With n = 1 it is Run.
+func RunSharded(sc *Scenario, n int) (*Result, error) {
 	s := &sim{eng: engine.New(), now: Start, evicted: map[string]string{}}
+	if n > 1 {
+		for i := 1; i < n; i++ {
+			s.peers = append(s.peers, engine.New())
+		}
+		for i, e := range s.engines() {
+			e.RecordDecisions()
+			e.SetShard(engine.Shard{Index: i, Count: n}, nil)
+		}
+	}
 	if sc.Configuration != nil {
-		if _, err := s.eng.Apply(sc.Configuration, s.now); err != nil {
+		if err := s.each(func(e *engine.Engine) error { _, err := e.Apply(s.copyFor(e, sc.Configuration), s.now); return err }); err != nil {
 			return nil, fieldError("configuration", "%v", err)
 		}
 	}
 	for i, o := range sc.Objects {
-		if _, err := s.eng.Apply(o, s.now); err != nil {
+		if err := s.each(func(e *engine.Engine) error { _, err := e.Apply(s.copyFor(e, o), s.now); return err }); err != nil {
 			return nil, fieldError(fmt.Sprintf("objects[%d]", i), "%v", err)
 		}
 	}
-	s.eng.RunToQuiescence(s.now)
+	s.settle(false)
 	res := &Result{}
 	for i, st := range sc.Steps {
 		if err := s.step(i, st, res); err != nil {
@@ -88,10 +199,7 @@ func Run(sc *Scenario) (*Result, error) {
 		}
 		// After every step, and before every checkpoint, the system
 		// settles again, as the oracle does (see engine.Settle).
-		s.eng.Settle(s.now)
-		for _, ev := range s.eng.DrainEvictions() {
-			s.evicted[ev.Key] = ev.Reason
-		}
+		s.settle(true)
 		if st.Expect != nil {
 			cp := s.checkpoint(i)
 			res.Checkpoints = append(res.Checkpoints, cp)
@@ -99,10 +207,7 @@ func Run(sc *Scenario) (*Result, error) {
 			s.evicted = map[string]string{}
 		}
 	}
-	s.eng.Settle(s.now)
-	for _, ev := range s.eng.DrainEvictions() {
-		s.evicted[ev.Key] = ev.Reason
-	}
+	s.settle(true)
 	res.Checkpoints = append(res.Checkpoints, s.checkpoint(len(sc.Steps)))
 	res.Evictions = map[string]int{}
 	for k, w := range s.eng.Workloads() {
@@ -127,31 +232,31 @@ func (s *sim) step(i int, st Step, res *Result) error {
 			if err := api.Validate(o); err != nil {
 				return fmt.Errorf("apply[%d]: %w: %v", j, ErrMalformed, err)
 			}
-			if _, err := s.eng.Apply(o, s.now); err != nil {
+			if err := s.each(func(e *engine.Engine) error { _, err := e.Apply(s.copyFor(e, o), s.now); return err }); err != nil {
 				return fmt.Errorf("apply[%d]: %w: %v", j, ErrMalformed, err)
 			}
 		}
 	case st.Delete != nil:
 		for _, k := range st.Delete {
-			if err := s.eng.Delete(k, s.now); err != nil {
+			if err := s.each(func(e *engine.Engine) error { return e.Delete(k, s.now) }); err != nil {
 				return fmt.Errorf("delete %s: %w: %v", k, ErrMalformed, err)
 			}
 		}
 	case st.Finish != nil:
 		for _, k := range st.Finish {
-			if err := s.eng.Finish(k, s.now); err != nil {
+			if err := s.each(func(e *engine.Engine) error { return e.Finish(k, s.now) }); err != nil {
 				return fmt.Errorf("finish %s: %w: %v", k, ErrMalformed, err)
 			}
 		}
 	case st.SetPriority != nil:
 		for _, k := range sortedKeys(st.SetPriority) {
-			if err := s.eng.SetPriority(k, st.SetPriority[k], s.now); err != nil {
+			if err := s.each(func(e *engine.Engine) error { return e.SetPriority(k, st.SetPriority[k], s.now) }); err != nil {
 				return fmt.Errorf("setPriority %s: %w: %v", k, ErrMalformed, err)
 			}
 		}
 	case st.PodsReady != nil:
 		for _, k := range st.PodsReady {
-			if err := s.eng.PodsReady(k); errors.Is(err, engine.ErrNotAdmitted) {
+			if err := s.each(func(e *engine.Engine) error { return e.PodsReady(k) }); errors.Is(err, engine.ErrNotAdmitted) {
 				s.warnings = append(s.warnings, fmt.Sprintf("steps[%d].podsReady: %v; ignored", i, err))
 			} else if err != nil {
 				return fmt.Errorf("podsReady %s: %w: %v", k, ErrMalformed, err)
@@ -180,7 +285,10 @@ func (s *sim) submit(o api.Object) error {
 	if next := s.lastCreated.Add(time.Millisecond); !s.lastCreated.IsZero() && next.After(created) {
 		created = next
 	}
-	if _, err := s.eng.Submit(wl, created); err != nil {
+	if err := s.each(func(e *engine.Engine) error {
+		_, err := e.Submit(s.copyFor(e, wl).(*api.Workload), created)
+		return err
+	}); err != nil {
 		return err
 	}
 	s.lastCreated = created
