@@ -441,9 +441,9 @@ func TestShardCountMismatchRefused(t *testing.T) {
 
 // TestShardHandoverWaitsForRelease: with the old owner down, a
 // ClusterQueue moved into the other shard's cohort is not decided there
-// (its freed quota stays unused, its pending workloads pending) until the
-// old owner, started again, has applied the move and published the
-// release; then the new owner admits into it, exactly as much as its
+// (its freed quota stays unused, its pending workloads pending), even by
+// a restarted new owner, until the old owner, started again, has applied
+// the move and published the release; then the new owner admits into it, exactly as much as its
 // quota holds.
 func TestShardHandoverWaitsForRelease(t *testing.T) {
 	cohorts := cohortsOf(2, 1)
@@ -469,6 +469,19 @@ func TestShardHandoverWaitsForRelease(t *testing.T) {
 	// admission would be in the log by its mark.
 	if n := admitted(); n != 3 {
 		t.Fatalf("%d admitted before the old owner released the mover, want 3", n)
+	}
+	// The new owner restarted in the middle rebuilds the open handover
+	// from the log, and still waits.
+	s.shardStops[1]()
+	s.shardStops[1] = s.startShard(1, 2, "b")
+	s.waitFor("shard 1 restarted and leading", func() bool { return s.leaseHolder("admission-1") == "b" })
+	// An event after it has led: its mark reaches it only after the run
+	// that read it has published what it decided.
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: other}\n"))
+	end = s.streamState().LastSeq
+	s.waitFor("shard 1 restarted past the move", func() bool { return s.marks()["admission-1"].Seq >= end })
+	if n := admitted(); n != 3 {
+		t.Fatalf("%d admitted by the restarted new owner before the release, want 3", n)
 	}
 	s.shardStops[0] = s.startShard(0, 2, "b")
 	s.sync()
