@@ -55,8 +55,11 @@ type Workload struct {
 
 // Apply folds one event about the workload into its status, as Kueue's
 // scheduler, workload controller and job reconciler would have written
-// it at the event's time.
-func (w *Workload) Apply(ev events.Event) {
+// it at the event's time. waitForPodsReady is whether the Configuration
+// in force enables waitForPodsReady: only then does Kueue v0.6.3's job
+// reconciler write the PodsReady condition (jobframework reconciler.go,
+// step 5, "handle WaitForPodsReady").
+func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 	now := metav1.NewTime(ev.Time.UTC().Truncate(time.Second))
 	set := func(typ string, st metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&w.Conditions, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: now})
@@ -81,7 +84,9 @@ func (w *Workload) Apply(ev events.Event) {
 		}
 		// No admission checks: a reservation is an admission.
 		set(Admitted, metav1.ConditionTrue, "Admitted", "The workload is admitted")
-		set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+		if waitForPodsReady {
+			set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+		}
 	case *events.EvictedData:
 		msg := evictionMessages[d.Reason]
 		switch {
@@ -127,7 +132,7 @@ func (w *Workload) Apply(ev events.Event) {
 	}
 	switch ev.Type {
 	case events.PodsReady:
-		if meta.IsStatusConditionTrue(w.Conditions, Admitted) {
+		if waitForPodsReady && meta.IsStatusConditionTrue(w.Conditions, Admitted) {
 			set(PodsReady, metav1.ConditionTrue, "PodsReady", "All pods were ready or succeeded since the workload admission")
 		}
 	case events.Deactivated:
