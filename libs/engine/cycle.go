@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +41,12 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 	var res CycleResult
 	// Kueue drains a stopped ClusterQueue from its workload controller,
 	// whether or not the scheduler sleeps.
-	for _, cq := range sortedKeys(e.toDrain) {
-		e.drain(cq, now)
+	for _, key := range sortedKeys(e.toDrain) {
+		if strings.Contains(key, "/") {
+			e.drainLocalQueue(key, now)
+		} else {
+			e.drain(key, now)
+		}
 	}
 	clear(e.toDrain)
 	if e.pass != nil {

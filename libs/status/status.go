@@ -35,6 +35,7 @@ const (
 var evictionMessages = map[string]string{
 	"Preempted":           "Preempted to accommodate a higher priority Workload",
 	"ClusterQueueStopped": "The ClusterQueue is stopped",
+	"LocalQueueStopped":   "The LocalQueue is stopped",
 	"InactiveWorkload":    "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
 	"AdmissionCheck":      "At least one admission check is false",
 }
@@ -76,7 +77,14 @@ func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 	case *events.WorkloadSubmittedData:
 		*w = Workload{}
 	case *events.InadmissibleData:
-		unreserve("Pending", d.Reason.Message)
+		reason := "Pending"
+		if d.Reason.Token == scheduler.LocalQueueStopped {
+			// Written by the workload controller, not the scheduler
+			// (reconcileOnLocalQueueActiveState, with Kueue's fallback
+			// reason).
+			reason = "Inadmissible"
+		}
+		unreserve(reason, d.Reason.Message)
 	case *events.QuotaReservedData:
 		set(QuotaReserved, metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue "+d.Admission.ClusterQueue)
 		if c := meta.FindStatusCondition(w.Conditions, Evicted); c != nil && c.Status != metav1.ConditionFalse {

@@ -180,6 +180,11 @@ func TestClusterQueueStatus(t *testing.T) {
 	if diff := cmp.Diff([]metav1.Condition{cond("Active", "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue", 0)}, lq.Conditions); diff != "" {
 		t.Errorf("LocalQueue of a stopped queue (-want,+got):\n%s", diff)
 	}
+	spec.StopPolicy = nil
+	lq = LocalQueue(LocalQueueFacts{ClusterQueue: &ClusterQueueFacts{Spec: spec, Flavors: map[string]bool{"a": true, "b": true}}, Since: t0, Stopped: true})
+	if diff := cmp.Diff([]metav1.Condition{cond("Active", "False", "Stopped", "LocalQueue is stopped", 0)}, lq.Conditions); diff != "" {
+		t.Errorf("stopped LocalQueue (-want,+got):\n%s", diff)
+	}
 	if lq := LocalQueue(LocalQueueFacts{Since: t0}); lq.Conditions[0].Reason != "ClusterQueueDoesNotExist" || len(lq.FlavorsReservation) != 0 {
 		t.Errorf("LocalQueue without its ClusterQueue: %+v", lq)
 	}
