@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,8 +119,13 @@ func (s *Store) Apply(ctx context.Context, recs []Record) (int, error) {
 	if err := b.write(ctx, tx); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, int64(todo[len(todo)-1].end())); err != nil {
+	end := int64(todo[len(todo)-1].end())
+	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, end); err != nil {
 		return 0, fmt.Errorf("store the projection's position: %w", err)
+	}
+	// Delivered at commit only: the watchers' push (see Progress).
+	if _, err := tx.Exec(ctx, notifyProgress, strconv.FormatInt(end, 10)); err != nil {
+		return 0, fmt.Errorf("notify the projection's position: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit projection batch: %w", err)
