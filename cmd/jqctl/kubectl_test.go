@@ -376,3 +376,95 @@ func runWithStdin(server, stdin string, args ...string) (string, string, int) {
 	}
 	return stdout.String(), stderr.String(), 0
 }
+
+// TestStopResumeLocalQueue: kueuectl's stop|resume localqueue set the
+// LocalQueue's stopPolicy. Stopped (HoldAndDrain), the workloads it
+// admitted are evicted with reason LocalQueueStopped and the rest wait
+// with Kueue's QuotaReserved condition; its Active condition is False,
+// reason Stopped. Another LocalQueue of the same ClusterQueue is
+// untouched. Resumed, its workloads are admitted again. A Workload
+// exported from Kueue (kubectl get -o yaml, with status) is submitted
+// with its status ignored.
+func TestStopResumeLocalQueue(t *testing.T) {
+	server := startStack(t)
+	t.Setenv("JQCTL_CONFIG", filepath.Join(t.TempDir(), "none"))
+	jq := func(args ...string) (string, string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{args[0], "--server", server}, args[1:]...), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	want := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+		}
+	}
+	sync := func() {
+		t.Helper()
+		resp, err := http.Get(server + "/v1/sync?timeout=30s")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("sync: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	for _, args := range [][]string{{"create", "rf", "rf"}, {"create", "cq", "cq", "--nominal-quota", "rf:cpu=3;memory=8Gi"},
+		{"create", "lq", "lq", "-n", "ns", "-c", "cq"}, {"create", "lq", "other", "-n", "ns", "-c", "cq"}} {
+		if _, errOut, code := jq(args...); code != 0 {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+	}
+	for _, name := range []string{"w0", "w1"} {
+		wl := strings.Replace(habitsWorkload(name, "a"), "memory: 12Gi", "memory: 1Gi", 1)
+		if _, errOut, code := runWithStdin(server, wl, "submit", "-f", "-"); code != 0 {
+			t.Fatalf("submit: %s", errOut)
+		}
+	}
+	// o0 is Kueue's own export: admitted there, with status.
+	exported, err := os.ReadFile("../../libs/api/testdata/exported-workload.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o0 := strings.NewReplacer("name: job-sample-job-x7k2p-3f1a2", "name: o0", "namespace: default", "namespace: ns",
+		"queueName: user-queue", "queueName: other", "count: 3\n    name: main", "count: 1\n    name: main", "memory: 200Mi", "memory: 1Gi").Replace(string(exported))
+	if !strings.Contains(o0, "\nstatus:\n  admission:") {
+		t.Fatal("the exported workload lost its status")
+	}
+	if out, errOut, code := runWithStdin(server, o0, "submit", "-f", "-"); code != 0 {
+		t.Fatalf("submit the exported workload: %s %s", out, errOut)
+	}
+	sync()
+	states := func() string {
+		t.Helper()
+		out, _, _ := jq("get", "wl", "-n", "ns", "-o", `jsonpath={range .items[*]}{.metadata.name}:{.status.conditions[?(@.type=="Admitted")].status}:{.status.conditions[?(@.type=="Evicted")].reason} {end}`)
+		return out
+	}
+	want("admitted before stop", states(), "o0:True: w0:True: w1:True: ")
+	out, _, _ := jq("stop", "localqueue", "lq", "-n", "ns")
+	want("stop lq", out, "localqueue.kueue.x-k8s.io/lq stopped\n")
+	sync()
+	want("HoldAndDrain evicts lq's admitted only", states(), "o0:True: w0:False:LocalQueueStopped w1:False:LocalQueueStopped ")
+	out, _, _ = jq("get", "lq", "lq", "-n", "ns", "-o", `jsonpath={.spec.stopPolicy} {.status.conditions[?(@.type=="Active")].status} {.status.conditions[?(@.type=="Active")].reason} {.status.conditions[?(@.type=="Active")].message}`)
+	want("stopped LocalQueue", out, "HoldAndDrain False Stopped LocalQueue is stopped")
+	out, _, _ = jq("get", "lq", "other", "-n", "ns", "-o", `jsonpath={.status.conditions[?(@.type=="Active")].reason}`)
+	want("the other LocalQueue", out, "Ready")
+	out, _, _ = jq("get", "wl", "w0", "-n", "ns", "-o", `jsonpath={.status.conditions[?(@.type=="Evicted")].message}|{.status.conditions[?(@.type=="QuotaReserved")].status}`)
+	want("w0 evicted", out, "The LocalQueue is stopped|False")
+	out, _, _ = jq("resume", "lq", "ns/lq")
+	want("resume lq", out, "localqueue.kueue.x-k8s.io/lq resumed\n")
+	sync()
+	want("admitted again after resume", states(), "o0:True: w0:True:LocalQueueStopped w1:True:LocalQueueStopped ")
+	out, _, _ = jq("stop", "lq", "lq", "-n", "ns", "--keep-already-running")
+	want("stop --keep-already-running", out, "localqueue.kueue.x-k8s.io/lq stopped\n")
+	wl := strings.Replace(habitsWorkload("w2", "a"), "memory: 12Gi", "memory: 1Gi", 1)
+	if _, errOut, code := runWithStdin(server, wl, "submit", "-f", "-"); code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	sync()
+	want("Hold keeps the admitted, holds the new", states(), "o0:True: w0:True:LocalQueueStopped w1:True:LocalQueueStopped w2:: ")
+	out, _, _ = jq("get", "wl", "w2", "-n", "ns", "-o", `jsonpath={.status.conditions[?(@.type=="QuotaReserved")].reason}: {.status.conditions[?(@.type=="QuotaReserved")].message}`)
+	want("w2 held", out, "Inadmissible: LocalQueue lq is stopped")
+	if _, errOut, code := jq("stop", "lq", "nope", "-n", "ns"); code == 0 || !strings.Contains(errOut, "404") {
+		t.Errorf("stop an unknown LocalQueue: exit %d %s", code, errOut)
+	}
+}

@@ -304,14 +304,24 @@ func parseToleration(s string) (corev1.Toleration, error) {
 }
 
 // stopResumeCmd is kueuectl's stop or resume: it sets a ClusterQueue's
-// stopPolicy (stop: HoldAndDrain, or Hold with --keep-already-running;
-// resume: None) on the object read back, and applies it.
+// or a LocalQueue's stopPolicy (stop: HoldAndDrain, or Hold with
+// --keep-already-running; resume: None) on the object read back, and
+// applies it.
 func stopResumeCmd(stdout io.Writer, verb string) *cobra.Command {
 	var keep bool
 	var dryRun string
 	cmd := &cobra.Command{
 		Use:   verb,
-		Short: map[string]string{"stop": "Stop a ClusterQueue or a Workload", "resume": "Resume a stopped ClusterQueue or Workload"}[verb],
+		Short: map[string]string{"stop": "Stop a ClusterQueue, a LocalQueue or a Workload", "resume": "Resume a stopped ClusterQueue, LocalQueue or Workload"}[verb],
+	}
+	policy := func(keep bool) string {
+		switch {
+		case verb == "resume":
+			return string(api.StopPolicyNone)
+		case keep:
+			return string(api.StopPolicyHold)
+		}
+		return string(api.StopPolicyHoldAndDrain)
 	}
 	cq := &cobra.Command{
 		Use:     "clusterqueue NAME",
@@ -327,14 +337,7 @@ func stopResumeCmd(stdout io.Writer, verb string) *cobra.Command {
 			if err := newClient(cmd).do("GET", k.path("", args[0]), "", nil, u); err != nil {
 				return err
 			}
-			policy := string(api.StopPolicyNone)
-			if verb == "stop" {
-				policy = string(api.StopPolicyHoldAndDrain)
-				if keep {
-					policy = string(api.StopPolicyHold)
-				}
-			}
-			if err := unstructured.SetNestedField(u.Object, policy, "spec", "stopPolicy"); err != nil {
+			if err := unstructured.SetNestedField(u.Object, policy(keep), "spec", "stopPolicy"); err != nil {
 				return err
 			}
 			past := map[string]string{"stop": "stopped", "resume": "resumed"}[verb]
@@ -345,6 +348,46 @@ func stopResumeCmd(stdout io.Writer, verb string) *cobra.Command {
 		cq.Flags().BoolVar(&keep, "keep-already-running", false, "keep the admitted workloads running (stopPolicy Hold instead of HoldAndDrain)")
 	}
 	addDryRun(cq, &dryRun)
+	var lqKeep bool
+	var lqDryRun, lqNamespace string
+	lq := &cobra.Command{
+		Use:     "localqueue NAME",
+		Aliases: []string{"lq"},
+		Short: map[string]string{"stop": "Stop a LocalQueue (stopPolicy HoldAndDrain: its admitted workloads are evicted, LocalQueueStopped)",
+			"resume": "Resume a stopped LocalQueue (stopPolicy None)"}[verb],
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(c *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
+			return completeObjects(c, append([]string{"lq"}, args...), tc)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := newClient(cmd)
+			ns, name := lqNamespace, args[0]
+			if a, b, ok := strings.Cut(name, "/"); ok {
+				ns, name = a, b
+			}
+			if ns == "" {
+				ns = c.namespace
+			}
+			if ns == "" {
+				return fmt.Errorf("localqueue %q: give its namespace with -n, or as NAMESPACE/NAME", name)
+			}
+			k, _ := kindOf(api.KindLocalQueue)
+			u := &unstructured.Unstructured{}
+			if err := c.do("GET", k.path(ns, name), "", nil, u); err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedField(u.Object, policy(lqKeep), "spec", "stopPolicy"); err != nil {
+				return err
+			}
+			past := map[string]string{"stop": "stopped", "resume": "resumed"}[verb]
+			return applyObjects(cmd, stdout, lqDryRun, past, u.Object)
+		},
+	}
+	if verb == "stop" {
+		lq.Flags().BoolVar(&lqKeep, "keep-already-running", false, "keep the admitted workloads running (stopPolicy Hold instead of HoldAndDrain)")
+	}
+	lq.Flags().StringVarP(&lqNamespace, "namespace", "n", "", "the LocalQueue's namespace (default: the context's)")
+	addDryRun(lq, &lqDryRun)
 	var namespace string
 	wl := &cobra.Command{
 		Use:     "workload NAME",
@@ -375,6 +418,6 @@ func stopResumeCmd(stdout io.Writer, verb string) *cobra.Command {
 		},
 	}
 	wl.Flags().StringVarP(&namespace, "namespace", "n", "", "the workload's namespace (default: the context's)")
-	cmd.AddCommand(cq, wl)
+	cmd.AddCommand(cq, lq, wl)
 	return cmd
 }

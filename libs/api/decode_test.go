@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -213,6 +214,28 @@ func TestDecodeErrors(t *testing.T) {
 			}
 			diffErrors(t, tc.want, err)
 		})
+	}
+}
+
+// TestDecodeLocalQueueStopPolicy: a LocalQueue's stopPolicy (Kueue after
+// v0.6) is taken at v1beta1 and v1beta2.
+func TestDecodeLocalQueueStopPolicy(t *testing.T) {
+	for _, v := range []string{"v1beta1", "v1beta2"} {
+		objs, err := Decode([]byte("apiVersion: kueue.x-k8s.io/" + v + "\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: cq, stopPolicy: HoldAndDrain}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		lq := objs[0].(*LocalQueue)
+		if p := lq.Spec.StopPolicy; p == nil || *p != StopPolicyHoldAndDrain {
+			t.Errorf("%s: stopPolicy %v", v, p)
+		}
+		if err := Validate(lq); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+		lq.Spec.StopPolicy = ptr(StopPolicy("Pause"))
+		if err := Validate(lq); err == nil || !strings.Contains(err.Error(), `spec.stopPolicy: Unsupported value: "Pause"`) {
+			t.Errorf("%s: stopPolicy Pause: %v", v, err)
+		}
 	}
 }
 

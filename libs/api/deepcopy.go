@@ -105,6 +105,7 @@ func (in *LocalQueue) DeepCopy() *LocalQueue {
 		return nil
 	}
 	out := &LocalQueue{TypeMeta: in.TypeMeta, Spec: in.Spec}
+	out.Spec.StopPolicy = copyPtr(in.Spec.StopPolicy)
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }

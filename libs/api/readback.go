@@ -10,10 +10,13 @@ import (
 var serverMetadata = []string{"resourceVersion", "creationTimestamp", "generation", "managedFields",
 	"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
-// readBackKinds are the configuration kinds whose read-back form (status
-// and server-set metadata) is accepted and ignored, so that
-// `jqctl get cq x -o yaml | jqctl apply -f -` round-trips.
-var readBackKinds = map[string]bool{KindResourceFlavor: true, KindClusterQueue: true, KindLocalQueue: true,
+// readBackKinds are the kinds whose read-back form (status and
+// server-set metadata) is accepted and ignored, so that
+// `jqctl get cq x -o yaml | jqctl apply -f -` round-trips, and a Workload
+// exported from Kubernetes (`kubectl get workload -o yaml`, with its
+// status) can be submitted: what it was admitted to there is not carried
+// over, jetqueue decides afresh.
+var readBackKinds = map[string]bool{KindResourceFlavor: true, KindClusterQueue: true, KindLocalQueue: true, KindWorkload: true,
 	KindWorkloadPriorityClass: true, KindPriorityClass: true, KindConfiguration: true}
 
 // dropServerFields removes from a configuration document what a server

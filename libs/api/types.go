@@ -157,6 +157,11 @@ type LocalQueue struct {
 
 type LocalQueueSpec struct {
 	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// StopPolicy is Kueue's LocalQueue stopPolicy (added after v0.6):
+	// other than None, the LocalQueue's pending workloads are not
+	// admitted; HoldAndDrain also evicts its admitted ones. Absent means
+	// None.
+	StopPolicy *StopPolicy `json:"stopPolicy,omitempty"`
 }
 
 // WorkloadPriorityClass is KEP-973's priority class for workloads only.

@@ -199,7 +199,6 @@ var laterKueueFields = map[string]map[string]string{
 		"spec.concurrentAdmissionPolicy": "concurrent admission",
 	},
 	KindLocalQueue: {
-		"spec.stopPolicy":  "LocalQueue stopPolicy",
 		"spec.fairSharing": "fair sharing",
 	},
 	KindResourceFlavor: {

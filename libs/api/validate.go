@@ -383,7 +383,11 @@ func validateFlavorQuotas(fq FlavorQuotas, covered []corev1.ResourceName, cohort
 }
 
 func validateLocalQueue(lq *LocalQueue) field.ErrorList {
-	return nameReference(lq.Spec.ClusterQueue, field.NewPath("spec", "clusterQueue"))
+	errs := nameReference(lq.Spec.ClusterQueue, field.NewPath("spec", "clusterQueue"))
+	if p := lq.Spec.StopPolicy; p != nil {
+		errs = append(errs, oneOf(*p, field.NewPath("spec", "stopPolicy"), StopPolicyNone, StopPolicyHold, StopPolicyHoldAndDrain)...)
+	}
+	return errs
 }
 
 // System classes Kubernetes creates itself; a user may re-declare them only

@@ -70,7 +70,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 	case *api.LocalQueue:
 		key := api.NamespacedName(o.Namespace, o.Name)
 		old := e.localQueues[key]
-		if old != nil && old.Spec == o.Spec {
+		if old != nil && equality.Semantic.DeepEqual(old.Spec, o.Spec) {
 			return Unchanged, nil
 		}
 		if err := e.CheckApply(o); err != nil {
@@ -86,6 +86,11 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 			}
 		}
 		e.reroute(now)
+		if old == nil || lqStopPolicy(old) != lqStopPolicy(o) {
+			// As for a ClusterQueue: drained by the next cycle. The key
+			// holds a "/", which no ClusterQueue name does.
+			e.toDrain[key] = true
+		}
 		return created(old == nil), nil
 	case *api.WorkloadPriorityClass:
 		old := e.wpcs[o.Name]
@@ -174,11 +179,48 @@ func (e *Engine) drain(cq string, now time.Time) {
 	}
 }
 
+// drainLocalQueue evicts the admitted workloads of a LocalQueue whose
+// stopPolicy is HoldAndDrain, in key order, with reason LocalQueueStopped
+// (Kueue's reconcileOnLocalQueueActiveState, after v0.6: an admitted
+// workload of a HoldAndDrain LocalQueue is evicted, "The LocalQueue is
+// stopped"). They go back to pending and, the LocalQueue being stopped,
+// wait outside any queue until it is resumed. Hold keeps them.
+//
+// Its pending workloads, those it evicts included, then have their reason
+// recorded (QuotaReserved False, "LocalQueue NAME is stopped", which
+// Kueue's workload controller writes), once per change: recordReason
+// skips a reason already published or read back from the log.
+func (e *Engine) drainLocalQueue(key string, now time.Time) {
+	lq := e.localQueues[key]
+	if lq == nil || lqStopPolicy(lq) == api.StopPolicyNone {
+		return
+	}
+	of := func(w *Workload) bool {
+		return w.Object.Namespace == lq.Namespace && w.Object.Spec.QueueName == lq.Name
+	}
+	if lqStopPolicy(lq) == api.StopPolicyHoldAndDrain {
+		for _, k := range sortedKeys(e.workloads) {
+			if w := e.workloads[k]; w.Status == Admitted && of(w) {
+				e.stopWith(w, EvictedByLocalQueueStopped, now)
+			}
+		}
+	}
+	for _, k := range sortedKeys(e.pending) {
+		if w := e.pending[k]; of(w) && w.Reason != nil && w.Reason.Token == scheduler.LocalQueueStopped {
+			e.recordReason(w)
+		}
+	}
+}
+
 // stop evicts an admitted workload of a HoldAndDrain ClusterQueue and
 // records the eviction, which only the engine decides.
 func (e *Engine) stop(w *Workload, now time.Time) {
-	e.evict(w, Eviction{Reason: EvictedByClusterQueueStopped}, now)
-	e.record(Decision{Kind: DecidedEviction, Key: w.Info.Key, EvictionReason: EvictedByClusterQueueStopped})
+	e.stopWith(w, EvictedByClusterQueueStopped, now)
+}
+
+func (e *Engine) stopWith(w *Workload, reason string, now time.Time) {
+	e.evict(w, Eviction{Reason: reason}, now)
+	e.record(Decision{Kind: DecidedEviction, Key: w.Info.Key, EvictionReason: reason})
 }
 
 // draining reports whether a ClusterQueue's stopPolicy is HoldAndDrain.
@@ -192,6 +234,14 @@ func stopPolicy(cq *api.ClusterQueue) api.StopPolicy {
 		return api.StopPolicyNone
 	}
 	return *cq.Spec.StopPolicy
+}
+
+// lqStopPolicy is a LocalQueue's stopPolicy; absent is None.
+func lqStopPolicy(lq *api.LocalQueue) api.StopPolicy {
+	if lq.Spec.StopPolicy == nil || *lq.Spec.StopPolicy == "" {
+		return api.StopPolicyNone
+	}
+	return *lq.Spec.StopPolicy
 }
 
 func created(isNew bool) Action {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,17 +41,27 @@ func (e *Engine) Cycle(now time.Time) CycleResult {
 	var res CycleResult
 	// Kueue drains a stopped ClusterQueue from its workload controller,
 	// whether or not the scheduler sleeps.
-	// A sharded engine drains only the ClusterQueues it decides (one of
-	// its trees still held waits for its release); the others' evictions
+	// A sharded engine drains only what it decides: a ClusterQueue, or a
+	// LocalQueue whose ClusterQueue, is in a tree it owns (one of its
+	// trees still held waits for its release); the others' evictions
 	// arrive from their owners as facts.
-	for _, cq := range sortedKeys(e.toDrain) {
+	for _, key := range sortedKeys(e.toDrain) {
+		cq, local := key, strings.Contains(key, "/")
+		if local {
+			cq = ""
+			if lq := e.localQueues[key]; lq != nil {
+				cq = lq.Spec.ClusterQueue
+			}
+		}
 		switch {
+		case e.Owns(cq) && local:
+			e.drainLocalQueue(key, now)
 		case e.Owns(cq):
 			e.drain(cq, now)
 		case e.OwnerOf(cq) == e.shard.Index:
 			continue
 		}
-		delete(e.toDrain, cq)
+		delete(e.toDrain, key)
 	}
 	if e.pass != nil {
 		if !e.notReady() {

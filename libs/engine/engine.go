@@ -99,8 +99,9 @@ type Workload struct {
 
 // Engine holds the whole admission state.
 type Engine struct {
-	// toDrain are the ClusterQueues set to HoldAndDrain (or created so)
-	// since the last cycle, which drains them.
+	// toDrain are the ClusterQueues (by name) and LocalQueues (by
+	// namespace/name) whose stopPolicy changed, or that were created,
+	// since the last cycle, which drains those set to HoldAndDrain.
 	toDrain       map[string]bool
 	flavors       map[string]*api.ResourceFlavor
 	clusterQueues map[string]*api.ClusterQueue
@@ -216,6 +217,9 @@ const (
 	EvictedByPodsReadyTimeout    = "PodsReadyTimeout"
 	EvictedByDeactivation        = "InactiveWorkload"
 	EvictedByClusterQueueStopped = "ClusterQueueStopped"
+	// EvictedByLocalQueueStopped is Kueue's WorkloadEvictedByLocalQueueStopped
+	// (LocalQueue stopPolicy HoldAndDrain, after v0.6).
+	EvictedByLocalQueueStopped = "LocalQueueStopped"
 )
 
 // DrainEvictions returns the evictions since the last call.

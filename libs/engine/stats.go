@@ -45,7 +45,8 @@ type QuotaStats struct {
 // LocalQueueStats is one LocalQueue's gauges.
 type LocalQueueStats struct {
 	Namespace, Name, ClusterQueue string
-	// Active is whether its ClusterQueue exists and is active.
+	// Active is whether it is not stopped and its ClusterQueue exists and
+	// is active.
 	Active                             bool
 	PendingActive, PendingInadmissible int
 	Reserving                          int
@@ -73,7 +74,7 @@ func UnderlyingCause(r *scheduler.Reason) string {
 	case scheduler.NoMatchingFlavor, scheduler.Misconfigured, scheduler.ClusterQueueNotFound,
 		scheduler.LocalQueueNotFound, scheduler.NamespaceMismatch:
 		return "Misconfigured"
-	case scheduler.ClusterQueueInactive:
+	case scheduler.ClusterQueueInactive, scheduler.LocalQueueStopped:
 		return "Suspended"
 	case scheduler.WaitingForPodsReady:
 		return "WaitingForPodsReady"
@@ -90,7 +91,7 @@ func (e *Engine) Stats() Stats {
 	for _, key := range sortedKeys(e.localQueues) {
 		lq := e.localQueues[key]
 		cq := lq.Spec.ClusterQueue
-		active := e.clusterQueues[cq] != nil && e.inactive[cq] == ""
+		active := e.clusterQueues[cq] != nil && e.inactive[cq] == "" && lqStopPolicy(lq) == api.StopPolicyNone
 		k := [2]string{lq.Namespace, lq.Name}
 		lqOrder = append(lqOrder, k)
 		lqs[k] = &LocalQueueStats{Namespace: lq.Namespace, Name: lq.Name, ClusterQueue: cq, Active: active, Usage: quota.Usage{}}

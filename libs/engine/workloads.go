@@ -91,6 +91,11 @@ func (e *Engine) route(w *Workload, now time.Time) {
 		w.Reason = reason
 		// The workload reconcile writes it as an Inadmissible condition.
 		w.condPending = false
+		if reason.Token == scheduler.LocalQueueStopped {
+			// The next cycle records it (stopLocalQueue): Kueue's
+			// workload controller writes this one.
+			e.toDrain[api.NamespacedName(w.Object.Namespace, w.Object.Spec.QueueName)] = true
+		}
 		return
 	}
 	w.Reason = nil
@@ -103,6 +108,14 @@ func (e *Engine) target(wl *api.Workload) (string, *scheduler.Reason) {
 	if lq == nil {
 		return "", &scheduler.Reason{Token: scheduler.LocalQueueNotFound,
 			Message: fmt.Sprintf("LocalQueue %s doesn't exist", wl.Spec.QueueName)}
+	}
+	if lqStopPolicy(lq) != api.StopPolicyNone {
+		// Kueue drops a stopped LocalQueue from its queues
+		// (LocalQueueReconciler.Update: DeleteLocalQueue) and its workload
+		// controller writes QuotaReserved False, reason Inadmissible,
+		// "LocalQueue NAME is stopped" (reconcileOnLocalQueueActiveState).
+		return lq.Spec.ClusterQueue, &scheduler.Reason{Token: scheduler.LocalQueueStopped,
+			Message: fmt.Sprintf("LocalQueue %s is stopped", wl.Spec.QueueName)}
 	}
 	if e.clusterQueues[lq.Spec.ClusterQueue] == nil {
 		return lq.Spec.ClusterQueue, &scheduler.Reason{Token: scheduler.ClusterQueueNotFound,

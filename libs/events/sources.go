@@ -54,6 +54,8 @@ var evictionOwners = map[string]string{
 	// A HoldAndDrain ClusterQueue's workloads are evicted by admission,
 	// whose engine decides it.
 	"ClusterQueueStopped": SourceAdmission,
+	// So are a HoldAndDrain LocalQueue's.
+	"LocalQueueStopped": SourceAdmission,
 }
 
 // ErrForeignSource marks a decision event whose ce-source is not the

@@ -111,7 +111,7 @@ func NewAdmission(r prometheus.Registerer) *Admission {
 		lqQuotaReservedWait: hist("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per 'local_queue'", lq),
 		lqAdmWait:           hist("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per 'local_queue'", lq),
 		evicted: counter("evicted_workloads_total", "The number of evicted workloads per 'cluster_queue' and 'reason' "+
-			"(Preempted, PodsReadyTimeout, ClusterQueueStopped, Deactivated).", []string{"cluster_queue", "reason"}),
+			"(Preempted, PodsReadyTimeout, ClusterQueueStopped, LocalQueueStopped, Deactivated).", []string{"cluster_queue", "reason"}),
 		lqEvicted: counter("local_queue_evicted_workloads_total", "The number of evicted workloads per 'local_queue' and 'reason'.",
 			[]string{"name", "namespace", "reason"}),
 		preempted: counter("preempted_workloads_total", "The number of preempted workloads per 'preempting_cluster_queue' and 'reason' "+

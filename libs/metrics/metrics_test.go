@@ -115,7 +115,7 @@ kueue_cluster_queue_lending_limit{cluster_queue="cq",cohort="co",flavor="rf",res
 # TYPE kueue_cluster_queue_resource_usage gauge
 kueue_cluster_queue_resource_usage{cluster_queue="cq",cohort="co",flavor="rf",resource="cpu"} 0.5
 kueue_cluster_queue_resource_usage{cluster_queue="gone",cohort="",flavor="rf",resource="memory"} 7
-# HELP kueue_evicted_workloads_total The number of evicted workloads per 'cluster_queue' and 'reason' (Preempted, PodsReadyTimeout, ClusterQueueStopped, Deactivated).
+# HELP kueue_evicted_workloads_total The number of evicted workloads per 'cluster_queue' and 'reason' (Preempted, PodsReadyTimeout, ClusterQueueStopped, LocalQueueStopped, Deactivated).
 # TYPE kueue_evicted_workloads_total counter
 kueue_evicted_workloads_total{cluster_queue="cq",reason="Deactivated"} 1
 `

@@ -23,6 +23,9 @@ const (
 	ClusterQueueNotFound = "ClusterQueueNotFound"
 	// LocalQueueNotFound: spec.queueName names no LocalQueue of the namespace.
 	LocalQueueNotFound = "LocalQueueNotFound"
+	// LocalQueueStopped: the LocalQueue's stopPolicy is Hold or
+	// HoldAndDrain; its workloads wait until it is resumed.
+	LocalQueueStopped = "LocalQueueStopped"
 	// NamespaceMismatch: the ClusterQueue's namespaceSelector excludes the
 	// workload's namespace.
 	NamespaceMismatch = "NamespaceMismatch"
@@ -41,7 +44,7 @@ const (
 var Tokens = []string{
 	WaitingForQuota, ExceedsMaxQuota, NoMatchingFlavor, Misconfigured,
 	ClusterQueueInactive, ClusterQueueNotFound, LocalQueueNotFound,
-	NamespaceMismatch, CohortContention, WaitingForPreemptedWorkloads,
+	LocalQueueStopped, NamespaceMismatch, CohortContention, WaitingForPreemptedWorkloads,
 	WaitingForPodsReady,
 }
 

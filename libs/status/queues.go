@@ -145,17 +145,24 @@ type LocalQueueFacts struct {
 	Usage             map[quota.FlavorResource]int64
 	Pending, Admitted int32
 	Since             time.Time
+	// Stopped is whether its stopPolicy is other than None.
+	Stopped bool
 }
 
 // LocalQueue renders a LocalQueue's status as Kueue's LocalQueue
 // controller fills it: its workloads' counts, the quota they reserve per
-// flavor of its ClusterQueue, and Active.
+// flavor of its ClusterQueue, and Active (False with reason Stopped while
+// its stopPolicy is not None).
 func LocalQueue(f LocalQueueFacts) LocalQueueStatus {
 	st := LocalQueueStatus{PendingWorkloads: f.Pending, ReservingWorkloads: f.Admitted, AdmittedWorkloads: f.Admitted,
 		FlavorsReservation: []LocalQueueFlavorUsage{}}
 	since := metav1.NewTime(f.Since.UTC().Truncate(time.Second))
 	cond := metav1.Condition{Type: "Active", Status: metav1.ConditionTrue, Reason: "Ready", Message: "Can submit new workloads to clusterQueue", LastTransitionTime: since}
 	switch {
+	case f.Stopped:
+		// Checked first, as Kueue's LocalQueue reconciler does (after
+		// v0.6, which had no LocalQueue stopPolicy).
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Stopped", "LocalQueue is stopped"
 	case f.ClusterQueue == nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
 	case !ClusterQueue(*f.ClusterQueue).Active():

@@ -35,6 +35,7 @@ const (
 var evictionMessages = map[string]string{
 	"Preempted":           "Preempted to accommodate a higher priority Workload",
 	"ClusterQueueStopped": "The ClusterQueue is stopped",
+	"LocalQueueStopped":   "The LocalQueue is stopped",
 	"InactiveWorkload":    "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
 	"AdmissionCheck":      "At least one admission check is false",
 }
@@ -55,8 +56,11 @@ type Workload struct {
 
 // Apply folds one event about the workload into its status, as Kueue's
 // scheduler, workload controller and job reconciler would have written
-// it at the event's time.
-func (w *Workload) Apply(ev events.Event) {
+// it at the event's time. waitForPodsReady is whether the Configuration
+// in force enables waitForPodsReady: only then does Kueue v0.6.3's job
+// reconciler write the PodsReady condition (jobframework reconciler.go,
+// step 5, "handle WaitForPodsReady").
+func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 	now := metav1.NewTime(ev.Time.UTC().Truncate(time.Second))
 	set := func(typ string, st metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&w.Conditions, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: now})
@@ -73,7 +77,14 @@ func (w *Workload) Apply(ev events.Event) {
 	case *events.WorkloadSubmittedData:
 		*w = Workload{}
 	case *events.InadmissibleData:
-		unreserve("Pending", d.Reason.Message)
+		reason := "Pending"
+		if d.Reason.Token == scheduler.LocalQueueStopped {
+			// Written by the workload controller, not the scheduler
+			// (reconcileOnLocalQueueActiveState, with Kueue's fallback
+			// reason).
+			reason = "Inadmissible"
+		}
+		unreserve(reason, d.Reason.Message)
 	case *events.QuotaReservedData:
 		set(QuotaReserved, metav1.ConditionTrue, "QuotaReserved", "Quota reserved in ClusterQueue "+d.Admission.ClusterQueue)
 		if c := meta.FindStatusCondition(w.Conditions, Evicted); c != nil && c.Status != metav1.ConditionFalse {
@@ -81,7 +92,9 @@ func (w *Workload) Apply(ev events.Event) {
 		}
 		// No admission checks: a reservation is an admission.
 		set(Admitted, metav1.ConditionTrue, "Admitted", "The workload is admitted")
-		set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+		if waitForPodsReady {
+			set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+		}
 	case *events.EvictedData:
 		msg := evictionMessages[d.Reason]
 		switch {
@@ -127,7 +140,7 @@ func (w *Workload) Apply(ev events.Event) {
 	}
 	switch ev.Type {
 	case events.PodsReady:
-		if meta.IsStatusConditionTrue(w.Conditions, Admitted) {
+		if waitForPodsReady && meta.IsStatusConditionTrue(w.Conditions, Admitted) {
 			set(PodsReady, metav1.ConditionTrue, "PodsReady", "All pods were ready or succeeded since the workload admission")
 		}
 	case events.Deactivated:

@@ -87,7 +87,7 @@ func TestWorkloadConditionsFollowKueue(t *testing.T) {
 			cond("Finished", "True", "JobFinished", "Job failed", 7)}, nil})
 	var w Workload
 	for i, s := range steps {
-		w.Apply(s.ev)
+		w.Apply(s.ev, true)
 		if diff := cmp.Diff(s.want, w.Conditions); diff != "" {
 			t.Errorf("after step %d (%s), conditions (-want,+got):\n%s", i, s.ev.Type, diff)
 		}
@@ -97,14 +97,42 @@ func TestWorkloadConditionsFollowKueue(t *testing.T) {
 	}
 }
 
+// TestPodsReadyConditionOnlyWithWaitForPodsReady: without
+// waitForPodsReady, Kueue v0.6.3 writes no PodsReady condition: an
+// admission gives QuotaReserved and Admitted only, a pods-ready report
+// and an eviction add none. (The job reconciler's step 5 runs only when
+// waitForPodsReady is enabled; jobframework/reconciler.go.)
+func TestPodsReadyConditionOnlyWithWaitForPodsReady(t *testing.T) {
+	ref := events.WorkloadRef{Namespace: "ns", Name: "w"}
+	var w Workload
+	w.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), false)
+	w.Apply(at(1, events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: scheduler.Admission{ClusterQueue: "cq"}}), false)
+	admitted := []metav1.Condition{cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq", 1),
+		cond("Admitted", "True", "Admitted", "The workload is admitted", 1)}
+	if diff := cmp.Diff(admitted, w.Conditions); diff != "" {
+		t.Errorf("admitted, conditions (-want,+got):\n%s", diff)
+	}
+	w.Apply(at(2, events.PodsReady, &ref), false)
+	if diff := cmp.Diff(admitted, w.Conditions); diff != "" {
+		t.Errorf("pods ready, conditions (-want,+got):\n%s", diff)
+	}
+	w.Apply(at(3, events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: "Preempted"}), false)
+	want := []metav1.Condition{cond("QuotaReserved", "False", "Pending", "Preempted to accommodate a higher priority Workload", 3),
+		cond("Admitted", "False", "NoReservation", "The workload has no reservation", 3),
+		cond("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload", 3)}
+	if diff := cmp.Diff(want, w.Conditions); diff != "" {
+		t.Errorf("evicted, conditions (-want,+got):\n%s", diff)
+	}
+}
+
 // TestDeactivationEvictsAsKueue: spec.active false on an admitted
 // workload is Kueue's InactiveWorkload eviction.
 func TestDeactivationEvictsAsKueue(t *testing.T) {
 	ref := events.WorkloadRef{Namespace: "ns", Name: "w"}
 	var w Workload
-	w.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}))
-	w.Apply(at(1, events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: scheduler.Admission{ClusterQueue: "cq"}}))
-	w.Apply(at(2, events.ActiveChanged, &events.ActiveChangedData{WorkloadRef: ref, Active: false}))
+	w.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), true)
+	w.Apply(at(1, events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: scheduler.Admission{ClusterQueue: "cq"}}), true)
+	w.Apply(at(2, events.ActiveChanged, &events.ActiveChangedData{WorkloadRef: ref, Active: false}), true)
 	want := []metav1.Condition{cond("QuotaReserved", "False", "Pending", "The workload is deactivated", 2),
 		cond("Admitted", "False", "NoReservation", "The workload has no reservation", 2),
 		cond("PodsReady", "False", "PodsReady", "Not all pods are ready or succeeded", 1),
@@ -151,6 +179,11 @@ func TestClusterQueueStatus(t *testing.T) {
 	lq := LocalQueue(LocalQueueFacts{ClusterQueue: &ClusterQueueFacts{Spec: spec, Flavors: map[string]bool{"a": true, "b": true}}, Since: t0})
 	if diff := cmp.Diff([]metav1.Condition{cond("Active", "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue", 0)}, lq.Conditions); diff != "" {
 		t.Errorf("LocalQueue of a stopped queue (-want,+got):\n%s", diff)
+	}
+	spec.StopPolicy = nil
+	lq = LocalQueue(LocalQueueFacts{ClusterQueue: &ClusterQueueFacts{Spec: spec, Flavors: map[string]bool{"a": true, "b": true}}, Since: t0, Stopped: true})
+	if diff := cmp.Diff([]metav1.Condition{cond("Active", "False", "Stopped", "LocalQueue is stopped", 0)}, lq.Conditions); diff != "" {
+		t.Errorf("stopped LocalQueue (-want,+got):\n%s", diff)
 	}
 	if lq := LocalQueue(LocalQueueFacts{Since: t0}); lq.Conditions[0].Reason != "ClusterQueueDoesNotExist" || len(lq.FlavorsReservation) != 0 {
 		t.Errorf("LocalQueue without its ClusterQueue: %+v", lq)

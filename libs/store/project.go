@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,6 +73,9 @@ type batch struct {
 	// byEviction is the Configuration's requeuingStrategy: a PodsReady
 	// timeout requeues by eviction time (the default) or creation time.
 	byEviction bool
+	// waitForPodsReady is whether the Configuration enables it: only then
+	// does a workload's status carry the PodsReady condition.
+	waitForPodsReady bool
 }
 
 type configChange struct {
@@ -115,8 +119,13 @@ func (s *Store) Apply(ctx context.Context, recs []Record) (int, error) {
 	if err := b.write(ctx, tx); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, int64(todo[len(todo)-1].end())); err != nil {
+	end := int64(todo[len(todo)-1].end())
+	if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = $1`, end); err != nil {
 		return 0, fmt.Errorf("store the projection's position: %w", err)
+	}
+	// Delivered at commit only: the watchers' push (see Progress).
+	if _, err := tx.Exec(ctx, notifyProgress, strconv.FormatInt(end, 10)); err != nil {
+		return 0, fmt.Errorf("notify the projection's position: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit projection batch: %w", err)
@@ -194,7 +203,7 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, err
 	}
-	if b.byEviction, err = requeueByEviction(conf); err != nil {
+	if b.byEviction, b.waitForPodsReady, err = podsReadyConfig(conf); err != nil {
 		return nil, err
 	}
 	lqRows, err := tx.Query(ctx, `SELECT namespace, name, object->'spec'->>'clusterQueue' FROM config_objects WHERE kind = 'LocalQueue'`)
@@ -259,14 +268,14 @@ func (b *batch) fold(r Record) error {
 		}
 		if d.Kind == api.KindConfiguration {
 			var err error
-			if b.byEviction, err = requeueByEviction(d.Object); err != nil {
+			if b.byEviction, b.waitForPodsReady, err = podsReadyConfig(d.Object); err != nil {
 				return err
 			}
 		}
 		return nil
 	case *events.ConfigRef:
 		if d.Kind == api.KindConfiguration {
-			b.byEviction = true
+			b.byEviction, b.waitForPodsReady = true, false
 		}
 		b.configs[[3]string{d.Kind, d.Namespace, d.Name}] = &configChange{lastSeq: r.Seq}
 		if d.Kind == api.KindLocalQueue {
@@ -309,7 +318,7 @@ func (b *batch) fold(r Record) error {
 		return nil
 	}
 	w.LastSeq = int64(r.Seq)
-	w.Kueue.Apply(ev)
+	w.Kueue.Apply(ev, b.waitForPodsReady)
 	switch d := ev.Data.(type) {
 	case *events.PriorityChangedData:
 		w.Priority = d.Priority
@@ -349,7 +358,15 @@ func (b *batch) fold(r Record) error {
 		// The backoff is over: the workload is back in its queue.
 		w.RequeueAt = nil
 	case *events.WorkloadFinishedData:
+		// Kueue releases a finished workload's quota but leaves its
+		// status.admission as it was: the job reconciler only adds the
+		// Finished condition (jobframework reconciler.go, and the
+		// workload controller returns early for a finished workload).
+		adm := w.Admission
 		b.release(w)
+		if w.Status == StatusAdmitted {
+			w.Admission = adm
+		}
 		w.Status = StatusFinished
 	}
 	switch ev.Type {
@@ -492,19 +509,21 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// requeueByEviction reads a stored Configuration's requeuing timestamp;
-// none (or no waitForPodsReady) means Eviction, Kueue's default.
-func requeueByEviction(conf []byte) (bool, error) {
+// podsReadyConfig reads a stored Configuration's requeuing timestamp
+// (none, or no waitForPodsReady, means Eviction, Kueue's default) and
+// whether waitForPodsReady is enabled.
+func podsReadyConfig(conf []byte) (byEviction, enabled bool, err error) {
 	if len(conf) == 0 {
-		return true, nil
+		return true, false, nil
 	}
 	var c api.Configuration
 	if err := json.Unmarshal(conf, &c); err != nil {
-		return false, err
+		return false, false, err
 	}
 	w := c.WaitForPodsReady
+	enabled = w != nil && w.Enable
 	if w == nil || w.RequeuingStrategy == nil || w.RequeuingStrategy.Timestamp == nil {
-		return true, nil
+		return true, enabled, nil
 	}
-	return *w.RequeuingStrategy.Timestamp == api.RequeueByEviction, nil
+	return *w.RequeuingStrategy.Timestamp == api.RequeueByEviction, enabled, nil
 }

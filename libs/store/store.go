@@ -90,6 +90,9 @@ func (s *Store) Reset(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `UPDATE projection_state SET last_seq = 0`); err != nil {
 			return fmt.Errorf("rewind the projection: %w", err)
 		}
+		if _, err := tx.Exec(ctx, notifyProgress, "0"); err != nil {
+			return fmt.Errorf("notify the rewind: %w", err)
+		}
 		return nil
 	})
 }

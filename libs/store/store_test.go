@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
@@ -320,5 +321,61 @@ func TestDatabaseDownIsNotUnstorable(t *testing.T) {
 	_, err := s.Apply(context.Background(), l.recs)
 	if err == nil || Unstorable(err) {
 		t.Fatalf("apply on a closed pool: %v; want an error that is not Unstorable", err)
+	}
+}
+
+// TestWorkloadStatusAsKueueWrites: the stored Kueue status of a workload
+// is what Kueue v0.6.3 writes. Without waitForPodsReady an admission
+// gives QuotaReserved and Admitted only (the job reconciler writes
+// PodsReady only with waitForPodsReady enabled); with it, PodsReady
+// False too. A finished workload keeps status.admission (the job
+// reconciler adds the Finished condition and nothing else; the workload
+// controller leaves a finished workload alone) while its quota is
+// released.
+func TestWorkloadStatusAsKueueWrites(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	l := story()
+	l.add(events.ConfigApplied, &events.ConfigAppliedData{ConfigRef: events.ConfigRef{Kind: "Configuration", Name: "config"},
+		Object: json.RawMessage(`{"apiVersion":"config.kueue.x-k8s.io/v1beta1","kind":"Configuration","waitForPodsReady":{"enable":true}}`)})
+	l.submit("ns", "w4")
+	l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w4"), Admission: admission(500)})
+	if _, err := s.Apply(ctx, l.recs); err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) WorkloadObject {
+		t.Helper()
+		rows, _, err := s.WorkloadObjects(ctx, Filter{Namespace: "ns", Name: name, Limit: 1})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("%s: %d rows, %v", name, len(rows), err)
+		}
+		return rows[0]
+	}
+	cond := func(typ, st, reason, msg string, seq int) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(st), Reason: reason, Message: msg,
+			LastTransitionTime: metav1.NewTime(t0.Add(time.Duration(seq) * time.Second))}
+	}
+	w1 := get("w1")
+	if diff := cmp.Diff([]metav1.Condition{cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq", 4),
+		cond("Admitted", "True", "Admitted", "The workload is admitted", 4),
+		cond("Finished", "True", "JobFinished", "Job finished successfully", 8)}, w1.Kueue.Conditions); diff != "" {
+		t.Errorf("finished w1, conditions (-want,+got):\n%s", diff)
+	}
+	want := admission(3000)
+	if diff := cmp.Diff(&want, w1.Admission); diff != "" {
+		t.Errorf("finished w1, admission (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]metav1.Condition{cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq", 13),
+		cond("Admitted", "True", "Admitted", "The workload is admitted", 13),
+		cond("PodsReady", "False", "PodsReady", "Not all pods are ready or succeeded", 13)}, get("w4").Kueue.Conditions); diff != "" {
+		t.Errorf("w4 under waitForPodsReady, conditions (-want,+got):\n%s", diff)
+	}
+	// The finished workload's quota is released all the same.
+	usage, err := s.ClusterQueueUsage(ctx, "cq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Usage{{Flavor: "f", Resource: "cpu", Used: 1500}}, usage); diff != "" {
+		t.Errorf("usage (-want,+got):\n%s", diff)
 	}
 }

@@ -89,6 +89,11 @@ type Server struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	store  *store.Store
+	// progress follows the projection's position by push (NOTIFY from
+	// the projector's commits): watches and minSeq reads wait on it
+	// instead of polling. Started by Run, or on first use.
+	progress     *store.Progress
+	progressOnce sync.Once
 
 	mu          sync.Mutex
 	lastCreated time.Time
@@ -98,6 +103,18 @@ type Server struct {
 	clock   *clock.Manual
 	rebuild chan chan error
 	guard   *Guard
+}
+
+// projected is the projection's position, followed by push.
+func (s *Server) projected() *store.Progress {
+	s.progressOnce.Do(func() {
+		if s.progress == nil {
+			// A Server built without Run (tests): followed for the
+			// process's life.
+			s.progress = s.store.Follow(context.Background())
+		}
+	})
+	return s.progress
 }
 
 // Run serves until ctx ends.
@@ -170,7 +187,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error), guard: guard}
+	s := &Server{cfg: cfg, log: rt.Log, js: js, stream: stream, store: st, clock: manual, rebuild: make(chan chan error), guard: guard,
+		progress: st.Follow(ctx)}
 
 	metrics.RegisterIngest(rt.Registry, s.lags)
 	handler := s.routes()

@@ -274,7 +274,8 @@ func (s *Server) objects(ctx context.Context, q objectQuery) ([]*unstructured.Un
 			_ = json.Unmarshal(row.Object, &lq)
 			k := [2]string{row.Namespace, row.Name}
 			st = status.LocalQueue(status.LocalQueueFacts{ClusterQueue: cqs[lq.Spec.ClusterQueue], Usage: facts.LQUsage[k],
-				Pending: facts.LQPending[k], Admitted: facts.LQAdmitted[k], Since: row.Updated})
+				Pending: facts.LQPending[k], Admitted: facts.LQAdmitted[k], Since: row.Updated,
+				Stopped: lq.Spec.StopPolicy != nil && *lq.Spec.StopPolicy != api.StopPolicyNone && *lq.Spec.StopPolicy != ""})
 		}
 		if st != nil {
 			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)

@@ -68,7 +68,7 @@ var routeDocs = map[string]routeDoc{
 	"POST /v1/workloads": {Summary: "Submit Workloads or batch/v1 Jobs (several at once: one atomic batch)",
 		Permission: "create on workloads (or jobs) in each document's namespace",
 		Params:     []param{{"Idempotency-Key", "header", "at most 256 printable ASCII bytes; the same key and document again answers the first submission"}},
-		Body:       "a Workload or a Job with the kueue.x-k8s.io/queue-name label, or several",
+		Body:       "a Workload or a Job with the kueue.x-k8s.io/queue-name label, or several; a Workload's status and server-set metadata (an exported Workload) are ignored",
 		Responses:  responses(map[int]string{200: "the same submission again", 202: `{"namespace","name","uid","seq"}, or {"items":[...]}`}, 409, 413, 503)},
 	"GET /v1/workloads": {Summary: "List workloads (jetqueue's view), one page",
 		Permission: "list on workloads (every namespace the caller may list in, without ?namespace=)",

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -70,7 +71,8 @@ func minSeq(r *http.Request) (uint64, string, time.Duration, error) {
 	return n, field, wait, nil
 }
 
-// awaitProjection waits until the projection holds the stream up to min.
+// awaitProjection waits until the projection holds the stream up to min,
+// woken by the projector's commits (see store.Progress), not by polling.
 // A sequence beyond the stream's end was never answered to a write: it is
 // refused at once rather than waited for.
 func (s *Server) awaitProjection(r *http.Request, min uint64, field string, wait time.Duration) error {
@@ -82,23 +84,15 @@ func (s *Server) awaitProjection(r *http.Request, min uint64, field string, wait
 	if end := info.State.LastSeq; min > end {
 		return fail(http.StatusBadRequest, "", field, fmt.Sprintf("%d is beyond the stream's last sequence %d", min, end))
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		at, err := s.store.LastSeq(ctx)
-		if err != nil {
-			return err
-		}
-		if at >= min {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fail(http.StatusGatewayTimeout, "", field,
-				fmt.Sprintf("the projection reached sequence %d, not %d, within %s; retry", at, min, wait))
-		case <-time.After(10 * time.Millisecond):
-		}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	at, err := s.projected().Wait(wctx, min)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fail(http.StatusGatewayTimeout, "", field,
+		fmt.Sprintf("the projection reached sequence %d, not %d, within %s; retry", at, min, wait))
 }

@@ -15,6 +15,12 @@ import (
 // projector would (none runs in a frontDoor).
 func (f *frontDoor) project(t *testing.T, seq uint64) {
 	t.Helper()
+	f.projectInto(t, f.store, seq)
+}
+
+// projectInto is project into st.
+func (f *frontDoor) projectInto(t *testing.T, st *store.Store, seq uint64) {
+	t.Helper()
 	var recs []store.Record
 	for n := uint64(1); n <= seq; n++ {
 		m, err := f.stream.GetMsg(t.Context(), n)
@@ -27,7 +33,7 @@ func (f *frontDoor) project(t *testing.T, seq uint64) {
 		}
 		recs = append(recs, store.Record{Seq: n, Event: ev})
 	}
-	if _, err := f.store.Apply(t.Context(), recs); err != nil {
+	if _, err := st.Apply(t.Context(), recs); err != nil {
 		t.Fatal(err)
 	}
 }

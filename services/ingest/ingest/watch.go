@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,7 +24,7 @@ import (
 // {"type":"ADDED|MODIFIED|DELETED","object":{...}}, pushed as the event
 // stream moves:
 //
-//	JQ_EVENTS ──ordered consumer (the kind's subjects, from the start position)──▶ wait for the projection to hold the events
+//	JQ_EVENTS ──ordered consumer (the kind's subjects, from the start position)──▶ wait for the projection to hold the events (woken by the projector's commit, store.Progress)
 //	          ──▶ read the objects they touched ──▶ compare with what this watch last sent ──▶ write and flush
 //
 // Without resourceVersion (or with "0") the watch first sends every
@@ -37,6 +38,10 @@ const (
 	defaultWatchTimeout = 30 * time.Minute
 	maxWatchTimeout     = time.Hour
 )
+
+// watchBuffer bounds the events one watch holds that its reader has not
+// taken yet (a variable for tests).
+var watchBuffer = 256
 
 // Each watch holds a JetStream consumer and a connection: a server
 // follows at most maxWatches at once, and one caller at most
@@ -125,11 +130,19 @@ func (s *Server) watchObjects(w http.ResponseWriter, r *http.Request, d resource
 	if err != nil {
 		return err
 	}
-	msgs := make(chan jetstream.Msg, 256)
+	// A watch buffers at most watchBuffer events. One whose reader falls
+	// that far behind (its connection does not take what is written) is
+	// ended with an ERROR event, 410 Expired, as Kubernetes ends a watch
+	// that cannot keep up; the client watches again from the last
+	// resourceVersion it saw, or lists again.
+	msgs := make(chan jetstream.Msg, watchBuffer)
+	tooSlow := make(chan struct{})
+	var slowOnce sync.Once
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case msgs <- m:
-		case <-ctx.Done():
+		default:
+			slowOnce.Do(func() { close(tooSlow) })
 		}
 	})
 	if err != nil {
@@ -185,6 +198,12 @@ func (s *Server) watchObjects(w http.ResponseWriter, r *http.Request, d resource
 		var batch []jetstream.Msg
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-tooSlow:
+			_ = enc.Encode(watchEvent{Type: "ERROR", Object: map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+				"status": "Failure", "reason": "Expired", "code": int64(http.StatusGone),
+				"message": fmt.Sprintf("the watch fell more than %d events behind; watch again from the last resourceVersion seen", watchBuffer)}})
+			_ = rc.Flush()
 			return nil
 		case m := <-msgs:
 			batch = append(batch, m)
@@ -334,17 +353,9 @@ func (s *Server) oneWorkload(ctx context.Context, q objectQuery, ns, name string
 }
 
 // waitProjection waits until the projection holds the stream up to seq;
-// false when ctx ends first.
+// false when ctx ends first. It is woken by the projector's commit (see
+// store.Progress): nothing is polled.
 func (s *Server) waitProjection(ctx context.Context, seq uint64) bool {
-	for {
-		at, err := s.store.LastSeq(ctx)
-		if err == nil && at >= seq {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	_, err := s.projected().Wait(ctx, seq)
+	return err == nil
 }
