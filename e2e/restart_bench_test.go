@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -247,6 +248,19 @@ func catchUp(b *testing.B, ctx context.Context, bin, url string, js jetstream.Je
 	cmd := exec.CommandContext(ctx, bin, "--nats-url", url, "--admin-addr", addr, "--instance", "bench", "--log-level", "warn",
 		"--snapshot-events", snapEvents, "--snapshot-interval", "0")
 	cmd.Stderr = os.Stderr
+	stream, err := js.Stream(ctx, events.Stream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := stream.CachedInfo().State.LastSeq
+	// The progress a previous instance reported is not this one's.
+	if kv, err := js.KeyValue(ctx, bus.ProgressBucket); err == nil {
+		if err := kv.Delete(ctx, "admission"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			b.Fatal(err)
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -255,12 +269,17 @@ func catchUp(b *testing.B, ctx context.Context, bin, url string, js jetstream.Je
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
+	// Ready, and its progress (JQ_PROGRESS, reported once caught up) at
+	// the stream's end as the process started: readiness alone can come
+	// early, when a fetch finds nothing within its wait on a busy machine.
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				if seq, err := bus.ReadProgress(ctx, js, "admission"); err == nil && seq >= last {
+					break
+				}
 			}
 		}
 		if ctx.Err() != nil {

@@ -341,6 +341,8 @@ func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 
 func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
 	e := New()
+	// Sized at once: growing a map of a long history rehashes it again and again.
+	e.workloads = make(map[string]*Workload, len(ws))
 	for _, o := range s.Flavors {
 		if o == nil || e.flavors[o.Name] != nil {
 			return nil, fmt.Errorf("ResourceFlavor missing or listed twice")
