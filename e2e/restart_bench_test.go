@@ -99,7 +99,7 @@ func BenchmarkRestart(b *testing.B) {
 		}
 		fmt.Printf("restart with the snapshot: %s to catch up over %d events (target under 10s: %s)\n", r.took.Round(time.Millisecond), last, verdict)
 		fmt.Printf("  restore: load (check, download, gunzip) %s, decode %s; the rest (start, consumer, tail of %d events, catch-up seen) %s\n",
-			r.load.Round(time.Millisecond), r.decode.Round(time.Millisecond), last-snapSeq, (r.took-r.load-r.decode).Round(time.Millisecond))
+			r.load.Round(time.Millisecond), r.decode.Round(time.Millisecond), last-snapSeq, (r.took - r.load - r.decode).Round(time.Millisecond))
 		fmt.Printf("  CPU time (user+sys) %s, RSS after catch-up %d MiB, load average %s\n", r.cpu, r.rss>>20, r.loadavg)
 		d, n := rebuild(b, ctx, js)
 		fmt.Printf("projection rebuild: %d events in %s (%.0f events/s)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
