@@ -255,7 +255,7 @@ func catchUp(b *testing.B, ctx context.Context, bin, url string, js jetstream.Je
 	last := stream.CachedInfo().State.LastSeq
 	// The progress a previous instance reported is not this one's.
 	if kv, err := js.KeyValue(ctx, bus.ProgressBucket); err == nil {
-		if err := kv.Delete(ctx, "admission"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if err := kv.Delete(ctx, bus.ProgressName("admission", 0)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			b.Fatal(err)
 		}
 	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -277,7 +277,7 @@ func catchUp(b *testing.B, ctx context.Context, bin, url string, js jetstream.Je
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				if seq, err := bus.ReadProgress(ctx, js, "admission"); err == nil && seq >= last {
+				if seq, err := bus.ReadProgress(ctx, js, bus.ProgressName("admission", 0)); err == nil && seq >= last {
 					break
 				}
 			}
