@@ -114,8 +114,9 @@ bench-e2e:
 	cd e2e && $(GO) test -run='^$$' -bench=EndToEnd -benchtime=1x -timeout 20m .
 
 ## bench-restart: admission catching up over a log of 1,000,000 events
-## (BENCH_RESTART_EVENTS), without a snapshot and with one, its RSS, and
-## the projection rebuild over the same log. BENCH_RESTART_FULL_EVENTS=N
+## (BENCH_RESTART_EVENTS), without a snapshot and with one (restore phases,
+## CPU time, RSS, the 10s target), and the projection rebuild over the
+## same log. BENCH_RESTART_FULL_EVENTS=N
 ## runs the case without a snapshot over a smaller log of N events.
 bench-restart:
 	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkRestart$$' -benchtime=1x -timeout 60m .

@@ -27,6 +27,40 @@ import (
 // neither object). No "pods" entry is returned (the scheduler adds
 // pods=count itself); zero and negative totals are omitted.
 func PodRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
+	if spec != nil && len(spec.Containers) == 1 && len(spec.InitContainers) == 0 && len(spec.Overhead) == 0 {
+		// The common pod, one container: its effective requests are the
+		// total, read in place. A restore derives this for every workload
+		// it holds, and the general sum allocates a list per step.
+		return oneContainerRequests(&spec.Containers[0].Resources)
+	}
+	return summedRequests(spec)
+}
+
+// oneContainerRequests is PodRequests of a pod of one container and no
+// overhead.
+func oneContainerRequests(r *corev1.ResourceRequirements) map[corev1.ResourceName]int64 {
+	out := make(map[corev1.ResourceName]int64, len(r.Requests)+len(r.Limits))
+	// A request wins over the limit of the same resource.
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok && name != ResourcePods {
+			if v := ResourceValue(name, q); v > 0 {
+				out[name] = v
+			}
+		}
+	}
+	for name, q := range r.Requests {
+		if name == ResourcePods {
+			continue
+		}
+		if v := ResourceValue(name, q); v > 0 {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// summedRequests is PodRequests of any pod.
+func summedRequests(spec *corev1.PodSpec) map[corev1.ResourceName]int64 {
 	total := podResourceList(spec)
 	out := make(map[corev1.ResourceName]int64, len(total))
 	for name, q := range total {

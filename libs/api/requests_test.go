@@ -1,10 +1,12 @@
 package api
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestPodRequests(t *testing.T) {
@@ -116,5 +118,32 @@ func TestRequestsExceedLimits(t *testing.T) {
 				t.Error(diff)
 			}
 		})
+	}
+}
+
+// TestOneContainerRequestsIsTheSum: the one-container shortcut of
+// PodRequests gives what the general sum gives, over random requests and
+// limits (overlapping, zero, negative, huge, "pods").
+func TestOneContainerRequestsIsTheSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, ResourcePods, "example.com/gpu"}
+	amounts := []string{"0", "1", "-1", "1500m", "1Gi", "0.5", "9223372036854775807", "1e30", "100m"}
+	list := func() corev1.ResourceList {
+		if rng.IntN(4) == 0 {
+			return nil
+		}
+		l := corev1.ResourceList{}
+		for _, n := range names {
+			if rng.IntN(2) == 0 {
+				l[n] = resource.MustParse(amounts[rng.IntN(len(amounts))])
+			}
+		}
+		return l
+	}
+	for i := range 5000 {
+		spec := corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: list(), Limits: list()}}}}
+		if d := cmp.Diff(summedRequests(&spec), PodRequests(&spec)); d != "" {
+			t.Fatalf("case %d %v: shortcut differs from the sum (-sum +shortcut):\n%s", i, spec.Containers[0].Resources, d)
+		}
 	}
 }

@@ -20,6 +20,7 @@ package engine
 // services snapshot a replay of the log, which never runs a cycle).
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ import (
 // SnapshotVersion is the version of the encoding below. A snapshot of
 // another version is not decoded: the service replays the log instead.
 // Bump it on any change to the encoded types or their meaning.
-const SnapshotVersion = 3
+const SnapshotVersion = 4
 
 // ErrNotQuiet is returned by EncodeSnapshot while the engine holds state
 // the encoding does not represent: a cycle waiting for PodsReady, or
@@ -53,17 +54,12 @@ var ErrNotQuiet = errors.New("the engine is mid-cycle or holds undrained decisio
 // engine.
 var ErrBadSnapshot = errors.New("bad engine snapshot")
 
-type snapEngine struct {
-	snapHead
-	Workloads []snapWorkload `json:"workloads,omitempty"`
-}
-
-// snapEngineIn is snapEngine as decoded: each workload is decoded on its
-// own, several at once.
-type snapEngineIn struct {
-	snapHead
-	Workloads []json.RawMessage `json:"workloads,omitempty"`
-}
+// A snapshot is its head, JSON, then its workloads, binary (snapcodec.go):
+//
+//	uvarint len(head) · head · uvarint count · count × (uvarint len(record) · record)
+//
+// The head (configuration, queues, counters) is small and its types are
+// many; the workloads are most of the bytes and all of one type.
 
 // snapHead is everything in a snapshot but the workloads.
 type snapHead struct {
@@ -153,10 +149,10 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 	if e.pass != nil || len(e.decisions) > 0 {
 		return nil, ErrNotQuiet
 	}
-	s := snapEngine{snapHead: snapHead{Config: e.config, ToDrain: sortedKeys(e.toDrain), Unparked: e.queues.Unparked(),
+	s := snapHead{Config: e.config, ToDrain: sortedKeys(e.toDrain), Unparked: e.queues.Unparked(),
 		Evictions: e.evictions, Epoch: e.epoch, Changes: e.changes, SettledAt: e.settledAt, Settled: e.settled,
 		CutLoop: e.cutLoop, TimerSeq: e.timerSeq, EvictedAt: e.evictedAt, EvictedTick: e.evictedTick,
-		AdmissionSeq: e.admissionSeq}}
+		AdmissionSeq: e.admissionSeq}
 	for _, k := range sortedKeys(e.flavors) {
 		s.Flavors = append(s.Flavors, e.flavors[k])
 	}
@@ -175,7 +171,11 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 	for _, k := range sortedKeys(e.usage) {
 		s.Generations = append(s.Generations, snapGeneration{ClusterQueue: k, Generation: e.usage[k].generation})
 	}
-	for _, k := range sortedKeys(e.workloads) {
+	var recs snapWriter
+	var rec snapWriter
+	keys := sortedKeys(e.workloads)
+	recs.uvarint(uint64(len(keys)))
+	for _, k := range keys {
 		w := e.workloads[k]
 		if w.stale != nil {
 			// A reissued preemption's copy waits for the timeout's timer
@@ -196,7 +196,11 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 			}
 			sw.Admission = sa
 		}
-		s.Workloads = append(s.Workloads, sw)
+		rec.b = rec.b[:0]
+		if err := rec.workload(&sw); err != nil {
+			return nil, fmt.Errorf("workload %s: %w", k, err)
+		}
+		recs.bytes(rec.b)
 	}
 	for _, st := range e.queues.States() {
 		sq := snapQueue{Name: st.Name, Cohort: st.Cohort, Strategy: st.Strategy, Selector: encodeSelector(st.Selector),
@@ -217,7 +221,15 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 		}
 		s.Queues = append(s.Queues, sq)
 	}
-	return json.Marshal(&s)
+	head, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	var out snapWriter
+	out.b = make([]byte, 0, binary.MaxVarintLen64+len(head)+len(recs.b))
+	out.bytes(head)
+	out.b = append(out.b, recs.b...)
+	return out.b, nil
 }
 
 func encodeSelector(sel labels.Selector) string {
@@ -255,15 +267,28 @@ func DecodeSnapshot(data []byte) (_ *Engine, err error) {
 			err = fmt.Errorf("%w: %v", ErrBadSnapshot, p)
 		}
 	}()
-	var in snapEngineIn
-	if err := json.Unmarshal(data, &in); err != nil {
+	r := snapReader{b: data}
+	head := r.bytes()
+	n := r.count()
+	recs := make([][]byte, n)
+	for i := range recs {
+		recs[i] = r.bytes()
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail(fmt.Errorf("%d bytes after the last workload", len(r.b)))
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, r.err)
+	}
+	var in snapHead
+	if err := json.Unmarshal(head, &in); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	ws, err := decodeWorkloads(in.Workloads)
+	ws, err := decodeWorkloads(recs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	e, err := in.snapHead.engine(ws)
+	e, err := in.engine(ws)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
@@ -280,7 +305,7 @@ type decodedWorkload struct {
 // decodeWorkloads decodes a snapshot's workloads and derives their
 // scheduler views, on every CPU: each is independent of the others, and
 // on a long history they are most of a restore.
-func decodeWorkloads(raw []json.RawMessage) ([]decodedWorkload, error) {
+func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 	out := make([]decodedWorkload, len(raw))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(raw)/1000))
 	errs := make([]error, workers)
@@ -296,7 +321,8 @@ func decodeWorkloads(raw []json.RawMessage) ([]decodedWorkload, error) {
 			}()
 			for i := w; i < len(raw); i += workers {
 				d := &out[i]
-				if err := json.Unmarshal(raw[i], &d.snapWorkload); err != nil {
+				r := snapReader{b: raw[i]}
+				if err := r.workload(&d.snapWorkload); err != nil {
 					errs[w] = fmt.Errorf("workload %d: %w", i, err)
 					return
 				}
@@ -315,6 +341,8 @@ func decodeWorkloads(raw []json.RawMessage) ([]decodedWorkload, error) {
 
 func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
 	e := New()
+	// Sized at once: growing a map of a long history rehashes it again and again.
+	e.workloads = make(map[string]*Workload, len(ws))
 	for _, o := range s.Flavors {
 		if o == nil || e.flavors[o.Name] != nil {
 			return nil, fmt.Errorf("ResourceFlavor missing or listed twice")

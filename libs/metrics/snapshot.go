@@ -17,6 +17,9 @@ type Snapshot struct {
 	Failures  prometheus.Counter
 	Seq       prometheus.Gauge
 	Bytes     prometheus.Gauge
+	// RestoreSeconds is how long the last restore took, by phase: load
+	// (check, download, decompress) and decode (the decider's state).
+	RestoreSeconds *prometheus.GaugeVec
 }
 
 // NewSnapshot registers a service's snapshot metrics on r (nil: none). A
@@ -37,9 +40,11 @@ func NewSnapshot(r prometheus.Registerer, service string) *Snapshot {
 			Help: "The JQ_EVENTS sequence of the newest snapshot this instance wrote or restored."}),
 		Bytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetqueue_snapshot_bytes", ConstLabels: l,
 			Help: "Compressed size in bytes of the newest snapshot this instance wrote or restored."}),
+		RestoreSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jetqueue_snapshot_restore_seconds", ConstLabels: l,
+			Help: "How long this instance's last snapshot restore took, by phase: load (check, download, decompress), decode (rebuild the state)."}, []string{"phase"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes} {
+		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes, m.RestoreSeconds} {
 			if err := r.Register(c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {

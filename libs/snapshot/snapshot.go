@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,12 @@ const (
 	ReasonAhead      = "ahead"      // reflects events beyond the stream's last
 	ReasonGap        = "gap"        // events after it may be gone from the stream (it starts later, or retention purged past it)
 	ReasonDecode     = "decode"     // the decider refused its content
+)
+
+// Phases of a restore, the label of jetqueue_snapshot_restore_seconds.
+const (
+	PhaseLoad   = "load"   // checking, downloading and decompressing the object
+	PhaseDecode = "decode" // the decider rebuilding its state from the payload
 )
 
 // Snapshot is one decider's stored state.
@@ -167,6 +174,7 @@ func streamID(info *jetstream.StreamInfo) string {
 // now. No snapshot is (nil, nil); a snapshot that cannot be used is a
 // *FallbackError.
 func (s *Store) Load(ctx context.Context) (*Snapshot, error) {
+	start := time.Now()
 	info, err := s.obs.GetInfo(ctx, s.name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, nil
@@ -218,8 +226,10 @@ func (s *Store) Load(ctx context.Context) (*Snapshot, error) {
 		return nil, fallback(ReasonUnreadable, "object %s: %w", s.name, err)
 	}
 	defer res.Close()
+	// Read into buffers of the right size at once: growing them as
+	// io.ReadAll does copies and clears a large snapshot several times.
 	// The digest is checked when the object is read to its end.
-	compressed, err := io.ReadAll(io.LimitReader(res, s.maxSize+1))
+	compressed, err := readAll(io.LimitReader(res, s.maxSize+1), int(info.Size)+bytes.MinRead)
 	switch {
 	case errors.Is(err, jetstream.ErrDigestMismatch):
 		return nil, fallback(ReasonCorrupt, "object %s: %w", s.name, err)
@@ -232,15 +242,35 @@ func (s *Store) Load(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fallback(ReasonCorrupt, "gzip: %w", err)
 	}
-	payload, err := io.ReadAll(io.LimitReader(zr, s.maxSize+1))
+	payload, err := readAll(io.LimitReader(zr, s.maxSize+1), gzipSize(compressed, s.maxSize))
 	if err != nil {
 		return nil, fallback(ReasonCorrupt, "gzip: %w", err)
 	}
 	if int64(len(payload)) > s.maxSize {
 		return nil, fallback(ReasonTooLarge, "more than %d bytes uncompressed", s.maxSize)
 	}
+	s.metrics.RestoreSeconds.WithLabelValues(PhaseLoad).Set(time.Since(start).Seconds())
 	s.metrics.Bytes.Set(float64(len(compressed)))
 	return &Snapshot{Seq: seq, Version: version, Payload: payload}, nil
+}
+
+// readAll reads r to its end into a buffer of capacity size (a hint).
+func readAll(r io.Reader, size int) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, max(size, bytes.MinRead)))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+// gzipSize is a hint of the uncompressed size of a gzip stream: its
+// trailer's ISIZE (the size modulo 2^32), bounded by max and by deflate's
+// largest ratio (1032:1) so that a hostile trailer costs no more, plus room for
+// bytes.Buffer's last read. A wrong hint costs only a copy.
+func gzipSize(gz []byte, max int64) int {
+	if len(gz) < 4 {
+		return 0
+	}
+	n := int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+	return int(min(n, max, 1032*int64(len(gz)))) + bytes.MinRead
 }
 
 // Restore loads the newest snapshot and hands it to decode. It returns
@@ -251,8 +281,11 @@ func (s *Store) Load(ctx context.Context) (*Snapshot, error) {
 func (s *Store) Restore(ctx context.Context, decode func(*Snapshot) error) uint64 {
 	snap, err := s.Load(ctx)
 	if err == nil && snap != nil {
+		start := time.Now()
 		if derr := decode(snap); derr != nil {
 			err = &FallbackError{Reason: ReasonDecode, Err: derr}
+		} else {
+			s.metrics.RestoreSeconds.WithLabelValues(PhaseDecode).Set(time.Since(start).Seconds())
 		}
 	}
 	if err != nil {

@@ -250,9 +250,10 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	s.reset()
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if s.snaps != nil {
-		// A restore builds the whole heap at once: collecting it as it
-		// grows would mark it again and again.
-		gc := debug.SetGCPercent(400)
+		// A restore builds the whole heap at once, and nearly all it
+		// allocates stays: collecting it as it grows would mark it
+		// again and again for little garbage. A GOMEMLIMIT still holds.
+		gc := debug.SetGCPercent(-1)
 		seq := s.snaps.Store.Restore(ctx, s.restoreState)
 		debug.SetGCPercent(gc)
 		if seq > 0 {

@@ -7,9 +7,11 @@ package podsready
 // restores the newest usable snapshot and reads from Jq-Seq+1.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/snapshot"
@@ -17,10 +19,12 @@ import (
 
 // snapshotVersion is the version of the podsready snapshot: the engine's
 // encoding version and this envelope's.
-const snapshotVersion = engine.SnapshotVersion*100 + 1
+const snapshotVersion = engine.SnapshotVersion*100 + 2
 
+// snapState is the podsready snapshot's envelope. The payload is the
+// envelope's JSON, a newline, then the engine's snapshot (binary; JSON
+// holds no raw newline).
 type snapState struct {
-	Engine         json.RawMessage   `json:"engine"`
 	OnSubj         map[string]uint64 `json:"onSubj"`
 	SkippedThrough uint64            `json:"skippedThrough,omitempty"`
 	// Partial: the replica had passed over events unread (dormant, with
@@ -35,20 +39,28 @@ func (s *Service) encodeState() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(snapState{Engine: eng, OnSubj: s.onSubj, SkippedThrough: s.skippedThrough, Partial: s.dormant > 0})
+	head, err := json.Marshal(snapState{OnSubj: s.onSubj, SkippedThrough: s.skippedThrough, Partial: s.dormant > 0})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(head, []byte{'\n'}, eng), nil
 }
 
 // restoreState replaces the replica with a snapshot's, or leaves it as it
 // is and returns why not.
 func (s *Service) restoreState(sn *snapshot.Snapshot) error {
+	head, eng, ok := bytes.Cut(sn.Payload, []byte{'\n'})
+	if !ok {
+		return fmt.Errorf("podsready snapshot: no engine state")
+	}
 	var st snapState
-	if err := json.Unmarshal(sn.Payload, &st); err != nil {
+	if err := json.Unmarshal(head, &st); err != nil {
 		return fmt.Errorf("podsready snapshot: %w", err)
 	}
 	if st.Partial && s.full {
 		return fmt.Errorf("podsready snapshot: written while events were passed over unread, and this replica reads every event")
 	}
-	eng, err := engine.DecodeSnapshot(st.Engine)
+	e, err := engine.DecodeSnapshot(eng)
 	if err != nil {
 		return err
 	}
@@ -60,7 +72,7 @@ func (s *Service) restoreState(sn *snapshot.Snapshot) error {
 	if st.OnSubj == nil {
 		st.OnSubj = map[string]uint64{}
 	}
-	s.eng, s.onSubj, s.last = eng, st.OnSubj, sn.Seq
+	s.eng, s.onSubj, s.last = e, st.OnSubj, sn.Seq
 	if st.Partial {
 		// What it passed over is missing here too: turning
 		// waitForPodsReady on must rebuild from the whole log.
