@@ -107,6 +107,36 @@ func Consume(ctx context.Context, c jetstream.Consumer, batch int, h Handler) er
 	return nil
 }
 
+// Follow is Batch for a follower that must know when it has read the
+// whole stream: it also reports whether, after msgs, nothing is left.
+// last is the sequence of the last message the caller applied before
+// this batch. A batch's last message says how many were pending behind
+// it. An empty batch says nothing: under load a fetch can time out while
+// the stream still holds a backlog (seen replaying a million events), and
+// a decider that took that for the end would decide on part of the log,
+// admitting against quota that later events show taken. So an empty
+// batch asks the consumer: nothing pending, and nothing delivered past
+// last (a message delivered after the fetch gave up is not applied yet).
+func Follow(ctx context.Context, c jetstream.Consumer, max int, wait time.Duration, last uint64) ([]jetstream.Msg, bool, error) {
+	msgs, err := Batch(ctx, c, max, wait)
+	if err != nil || ctx.Err() != nil {
+		return msgs, false, err
+	}
+	if n := len(msgs); n > 0 {
+		meta, err := msgs[n-1].Metadata()
+		if err != nil {
+			return msgs, false, err
+		}
+		return msgs, meta.NumPending == 0, nil
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		// Not known to be at the end: the next call asks again.
+		return nil, false, nil
+	}
+	return nil, info.NumPending == 0 && info.Delivered.Stream <= last, nil
+}
+
 // Batch returns what is available now, up to max messages, without waiting
 // for a full batch; when nothing is available it waits up to wait for the
 // next message. Fetch alone would hold every partial batch for its whole

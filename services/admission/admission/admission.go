@@ -302,20 +302,18 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 // consume applies the next batch of events and reports whether the
 // instance has caught up with the stream.
 func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
-	msgs, err := bus.Batch(ctx, cons, s.batch, 200*time.Millisecond)
+	msgs, caughtUp, err := bus.Follow(ctx, cons, s.batch, 200*time.Millisecond, s.last)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil
 		}
 		return false, fmt.Errorf("fetch: %w", err)
 	}
-	var pending uint64
 	for _, msg := range msgs {
 		meta, err := msg.Metadata()
 		if err != nil {
 			return false, err
 		}
-		pending = meta.NumPending
 		s.last = meta.Sequence.Stream
 		ev, err := bus.Decode(msg)
 		if err != nil {
@@ -327,7 +325,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 			return false, err
 		}
 	}
-	return len(msgs) == 0 || pending == 0, nil
+	return caughtUp, nil
 }
 
 // read is one event as read from the log.

@@ -207,20 +207,18 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 	} else if next, ok := s.eng.NextTimer(); ok {
 		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}
-	msgs, err := bus.Batch(ctx, cons, 512, wait)
+	msgs, caughtUp, err := bus.Follow(ctx, cons, 512, wait, s.last)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil
 		}
 		return false, fmt.Errorf("fetch: %w", err)
 	}
-	var pending uint64
 	for _, msg := range msgs {
 		meta, err := msg.Metadata()
 		if err != nil {
 			return false, err
 		}
-		pending = meta.NumPending
 		s.last = meta.Sequence.Stream
 		ended, err := s.apply(msg)
 		if err != nil {
@@ -228,7 +226,7 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, e
 		}
 		s.track(msg.Subject(), s.last, ended)
 	}
-	return len(msgs) == 0 || pending == 0, nil
+	return caughtUp, nil
 }
 
 // apply folds one event into the replica. An event that cannot be applied
