@@ -282,8 +282,8 @@ func (h *finishes) Pop() any {
 }
 
 type sim struct {
-	eng     *engine.Engine
-	runs    Runs
+	eng  *engine.Engine
+	runs Runs
 	// medians are the classes' run times, each computed once: a class's
 	// median sorts up to MaxSamples run times.
 	medians map[Class]Runtime

@@ -574,16 +574,16 @@ func (h *steps) Pop() any {
 }
 
 type simulation struct {
-	eng   *engine.Engine
-	tr    *tracker
-	d     demand
+	eng *engine.Engine
+	tr  *tracker
+	d   demand
 	// expire are the workloads the log expired while their simulated
 	// run was still under way: removed when it ends.
 	expire map[string]bool
-	queue steps
-	gen   map[string]int
-	steps int
-	to    time.Time
+	queue  steps
+	gen    map[string]int
+	steps  int
+	to     time.Time
 }
 
 // simulate is the new side.
