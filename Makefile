@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZHANDLERS ?= 40x
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos
+.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-console bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos
 
 build:
 	@mkdir -p $(BIN)
@@ -88,6 +88,13 @@ bench-shards:
 ## and p90 absolute error, in minutes); see docs/console.md.
 bench-eta:
 	cd libs && $(GO) test -run='^$$' -bench='^BenchmarkETAError$$' -benchtime=1x -timeout 30m ./eta
+
+## bench-console: the console over 100,000 workloads (CONSOLE_WORKLOADS):
+## each view's API calls for its first render (latency cold and warm,
+## bytes) and, with chromium and playwright-core, each view's first render
+## in the browser; see docs/console.md.
+bench-console:
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkConsole100k$$' -benchtime=1x -timeout 60m -v . | grep -vE '^(goos|goarch|pkg|cpu):'
 
 ## console-screenshot: docs/console.png and docs/console-pending.png, taken
 ## by the console's browser test.

@@ -47,14 +47,14 @@ func printETA(w io.Writer, e *etaView) {
 }
 
 // workloadETAs holds, for get workloads -o wide, each pending workload's
-// ETA cell by namespace/name (GET /v1/eta); nil when not asked for.
-var workloadETAs map[string]string
+// estimate by namespace/name (GET /v1/eta); nil when not asked for.
+var workloadETAs map[string]*etaView
 
 // loadETAs reads the ETAs of the pending workloads of a namespace (""
 // for every one the caller may list). Without them (an error) the column
 // says "-" and a note goes to errOut.
 func loadETAs(c *client, namespace string, errOut io.Writer) {
-	workloadETAs = map[string]string{}
+	workloadETAs = map[string]*etaView{}
 	for offset := 0; ; {
 		q := url.Values{"limit": {"1000"}, "offset": {strconv.Itoa(offset)}}
 		if namespace != "" {
@@ -73,7 +73,7 @@ func loadETAs(c *client, namespace string, errOut io.Writer) {
 			return
 		}
 		for _, it := range page.Items {
-			workloadETAs[it.Namespace+"/"+it.Name] = etaCell(it.ETA)
+			workloadETAs[it.Namespace+"/"+it.Name] = it.ETA
 		}
 		offset += len(page.Items)
 		if len(page.Items) == 0 || offset >= page.Total {
@@ -84,8 +84,19 @@ func loadETAs(c *client, namespace string, errOut io.Writer) {
 
 // etaColumn is a workload's ETA cell in get -o wide.
 func etaColumn(u *unstructured.Unstructured) string {
-	if v, ok := workloadETAs[u.GetNamespace()+"/"+u.GetName()]; ok {
-		return v
+	return etaCell(workloadETAs[u.GetNamespace()+"/"+u.GetName()])
+}
+
+// assumptionColumn is the assumption a workload's ETA rests on, in get
+// -o wide.
+func assumptionColumn(u *unstructured.Unstructured) string {
+	return assumptionCell(workloadETAs[u.GetNamespace()+"/"+u.GetName()])
+}
+
+// assumptionCell is an estimate's assumption; "-" when none.
+func assumptionCell(e *etaView) string {
+	if e == nil || e.Assumption == "" {
+		return "-"
 	}
-	return "-"
+	return e.Assumption
 }

@@ -170,6 +170,16 @@ func TestKubectlHabits(t *testing.T) {
 		!strings.HasSuffix(strings.TrimSpace(out), "cpu 1, memory 12Gi") {
 		t.Errorf("get wl w2 -o wide:\n%s", out)
 	}
+	// The ETA and the assumption it rests on: w0 and w1 hold the quota
+	// with no run time known (no annotation, no finished run).
+	noETA := "no estimate: 2 admitted run(s) have no jetqueue.dev/expected-runtime annotation"
+	if !strings.Contains(out, "   unknown   "+noETA) {
+		t.Errorf("get wl w2 -o wide: no ETA column with its assumption:\n%s", out)
+	}
+	out, _, _ = jq("", "explain", "ns/w2")
+	if !strings.Contains(out, "ETA:       unknown\n           "+noETA) {
+		t.Errorf("explain ns/w2: no ETA with its assumption:\n%s", out)
+	}
 	out, _, _ = jq("", "describe", "cq", "cq")
 	if !strings.HasPrefix(out, "Name:         cq\nLabels:       <none>\nAPI Version:  kueue.x-k8s.io/v1beta1\nKind:         ClusterQueue\nSpec:\n") ||
 		!strings.Contains(out, "Status:\n  admittedWorkloads: 2\n") {

@@ -89,11 +89,11 @@ var kinds = []kind{
 	{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "workloads", Kind: "Workload", Namespaced: true,
 		Names: []string{"workload", "workloads", "wl", "workload.kueue.x-k8s.io"},
 		columns: []metav1.TableColumnDefinition{col("NAME"), col("QUEUE"), col("RESERVED IN"), col("PRIORITY"), col("STATUS"), col("REASON"),
-			col("AGE"), col("ETA", true), col("FLAVORS", true), col("REQUESTS", true)},
+			col("AGE"), col("ETA", true), col("ASSUMPTION", true), col("FLAVORS", true), col("REQUESTS", true)},
 		row: func(u *unstructured.Unstructured) []any {
 			st, reason := workloadState(u)
 			return []any{u.GetName(), str(u, "spec", "queueName"), str(u, "status", "admission", "clusterQueue"), num(u, "spec", "priority"),
-				st, reason, age(u), etaColumn(u), assignedFlavors(u), requests(u)}
+				st, reason, age(u), etaColumn(u), assumptionColumn(u), assignedFlavors(u), requests(u)}
 		}},
 	{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses", Kind: "PriorityClass",
 		Names:   []string{"priorityclass", "priorityclasses", "pc", "priorityclass.scheduling.k8s.io"},

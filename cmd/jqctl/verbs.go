@@ -133,7 +133,7 @@ func printWorkloads(w io.Writer, items []workloadView, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "NAMESPACE\tNAME\tQUEUE\tCLUSTERQUEUE\tPRIORITY\tSTATUS\tREASON"
 	if output == "wide" {
-		header += "\tFLAVORS\tEVICTIONS\tETA"
+		header += "\tFLAVORS\tEVICTIONS\tETA\tASSUMPTION"
 	}
 	fmt.Fprintln(tw, header)
 	for _, v := range items {
@@ -143,7 +143,7 @@ func printWorkloads(w io.Writer, items []workloadView, output string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s", v.Namespace, v.Name, v.LocalQueue, v.ClusterQueue, v.Priority, v.Status, reason)
 		if output == "wide" {
-			fmt.Fprintf(tw, "\t%s\t%d\t%s", flavors(v.Assignment), v.Evictions, etaCell(v.ETA))
+			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s", flavors(v.Assignment), v.Evictions, etaCell(v.ETA), assumptionCell(v.ETA))
 		}
 		fmt.Fprintln(tw)
 	}

@@ -54,55 +54,108 @@ func ClassOf(wl *api.Workload) Class {
 	return Class{LocalQueue: api.NamespacedName(wl.Namespace, wl.Spec.QueueName), PriorityClass: wl.Spec.PriorityClassName}
 }
 
-// Runs are recorded run times (last admission to finish) per class.
+// MaxSamples bounds the run times kept per class: the median is over the
+// most recent ones, so that what an estimate holds and reads does not grow
+// with the history.
+const MaxSamples = 1000
+
+// Runs are recorded run times (last admission to finish) per class, in
+// the order of their finishes, at most MaxSamples each (the most recent).
 type Runs map[Class][]time.Duration
 
 // Recorded collects the run times of the runs finished at or before upTo
 // (all when zero): from a workload's last admission to its finish, for
 // finishes of workloads that held quota.
 func Recorded(recs []history.Record, upTo time.Time) Runs {
-	out := Runs{}
-	class := map[string]Class{}
-	admitted := map[string]time.Time{}
+	l := NewLearner()
 	for _, r := range recs {
-		ev := r.Event
-		if !upTo.IsZero() && ev.Time.After(upTo) {
+		if !upTo.IsZero() && r.Event.Time.After(upTo) {
 			break
 		}
-		if events.CheckSource(ev) != nil {
-			continue
-		}
-		switch x := ev.Data.(type) {
-		case *events.WorkloadSubmittedData:
-			var wl api.Workload
-			if json.Unmarshal(x.Workload, &wl) == nil {
-				class[replay.Key(x.WorkloadRef)] = Class{LocalQueue: api.NamespacedName(x.Namespace, wl.Spec.QueueName),
-					PriorityClass: wl.Spec.PriorityClassName}
-			}
-		case *events.QuotaReservedData:
-			admitted[replay.Key(x.WorkloadRef)] = ev.Time
-		case *events.EvictedData:
-			delete(admitted, replay.Key(x.WorkloadRef))
-		case *events.WorkloadFinishedData:
-			k := replay.Key(x.WorkloadRef)
-			if at, ok := admitted[k]; ok {
-				if c, ok := class[k]; ok {
-					out[c] = append(out[c], ev.Time.Sub(at))
-				}
-				delete(admitted, k)
-			}
-		case *events.WorkloadRef:
-			if ev.Type == events.WorkloadDeleted || ev.Type == events.Deactivated {
-				delete(admitted, replay.Key(*x))
-			}
-		}
+		l.Observe(r.Event)
 	}
-	return out
+	return l.Runs()
 }
 
-// Median is the lower median of a class's run times; false when none.
-func (r Runs) Median(c Class) (time.Duration, bool) {
+// Learner collects run times one event at a time, in stream order, as
+// Recorded does over a whole log: a replica kept up to date feeds it
+// each event once. What it holds is bounded by the live workloads (their
+// class and admission time, forgotten when they finish or end) and
+// MaxSamples per class.
+type Learner struct {
+	runs     Runs
+	class    map[string]Class
+	admitted map[string]time.Time
+}
+
+// NewLearner returns a learner that has seen no event.
+func NewLearner() *Learner {
+	return &Learner{runs: Runs{}, class: map[string]Class{}, admitted: map[string]time.Time{}}
+}
+
+// Runs are the run times so far; the caller must not modify them, and
+// they change with the next Observe.
+func (l *Learner) Runs() Runs { return l.runs }
+
+// Observe takes the next event of the log.
+func (l *Learner) Observe(ev events.Event) {
+	if events.CheckSource(ev) != nil {
+		return
+	}
+	switch x := ev.Data.(type) {
+	case *events.WorkloadSubmittedData:
+		var wl api.Workload
+		if json.Unmarshal(x.Workload, &wl) == nil {
+			l.class[replay.Key(x.WorkloadRef)] = Class{LocalQueue: api.NamespacedName(x.Namespace, wl.Spec.QueueName),
+				PriorityClass: wl.Spec.PriorityClassName}
+		}
+	case *events.QuotaReservedData:
+		l.admitted[replay.Key(x.WorkloadRef)] = ev.Time
+	case *events.EvictedData:
+		delete(l.admitted, replay.Key(x.WorkloadRef))
+	case *events.WorkloadFinishedData:
+		k := replay.Key(x.WorkloadRef)
+		if at, ok := l.admitted[k]; ok {
+			if c, ok := l.class[k]; ok {
+				l.add(c, ev.Time.Sub(at))
+			}
+			delete(l.admitted, k)
+		}
+		// A finished workload is never admitted again: only a new
+		// submission under its name is, which sets its class anew.
+		delete(l.class, k)
+	case *events.WorkloadRef:
+		switch {
+		case events.Ends(ev.Type):
+			delete(l.admitted, replay.Key(*x))
+			delete(l.class, replay.Key(*x))
+		case ev.Type == events.Deactivated:
+			delete(l.admitted, replay.Key(*x))
+		}
+	}
+}
+
+// add appends a run time, keeping the most recent MaxSamples: the slice
+// is cut back once it holds twice as many, so that each finish costs
+// amortized constant time.
+func (l *Learner) add(c Class, d time.Duration) {
+	s := append(l.runs[c], d)
+	if len(s) >= 2*MaxSamples {
+		s = append(s[:0:0], s[len(s)-MaxSamples:]...)
+	}
+	l.runs[c] = s
+}
+
+// recent is a class's most recent MaxSamples run times.
+func (r Runs) recent(c Class) []time.Duration {
 	d := r[c]
+	return d[max(0, len(d)-MaxSamples):]
+}
+
+// Median is the lower median of a class's most recent MaxSamples run
+// times; false when none.
+func (r Runs) Median(c Class) (time.Duration, bool) {
+	d := r.recent(c)
 	if len(d) == 0 {
 		return 0, false
 	}
@@ -135,12 +188,20 @@ func (rt Runtime) duration() time.Duration { return time.Duration(rt.Seconds * f
 
 // Expected is a workload's expected run time.
 func Expected(wl *api.Workload, runs Runs) Runtime {
+	return expected(wl, func(c Class) Runtime { return classRuntime(runs, c) })
+}
+
+func expected(wl *api.Workload, ofClass func(Class) Runtime) Runtime {
 	if d, ok, err := api.ExpectedRuntime(wl.Annotations); ok && err == nil {
 		return Runtime{Seconds: d.Seconds(), Basis: FromAnnotation}
 	}
-	c := ClassOf(wl)
+	return ofClass(ClassOf(wl))
+}
+
+// classRuntime is the expected run time of a class's runs.
+func classRuntime(runs Runs, c Class) Runtime {
 	if d, ok := runs.Median(c); ok {
-		return Runtime{Seconds: d.Seconds(), Basis: FromRecorded, Samples: len(runs[c])}
+		return Runtime{Seconds: d.Seconds(), Basis: FromRecorded, Samples: len(runs.recent(c))}
 	}
 	return Runtime{Basis: Unknown}
 }
@@ -221,8 +282,11 @@ func (h *finishes) Pop() any {
 }
 
 type sim struct {
-	eng     *engine.Engine
-	runs    Runs
+	eng  *engine.Engine
+	runs Runs
+	// medians are the classes' run times, each computed once: a class's
+	// median sorts up to MaxSamples run times.
+	medians map[Class]Runtime
 	now     time.Time
 	queue   finishes
 	gen     map[string]int
@@ -233,7 +297,7 @@ type sim struct {
 // Estimates runs the engine forward from now. The engine is consumed: the
 // caller passes a state folded for this purpose.
 func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
-	s := &sim{eng: eng, runs: runs, now: now, gen: map[string]int{}, unknown: map[string]bool{},
+	s := &sim{eng: eng, runs: runs, now: now, gen: map[string]int{}, unknown: map[string]bool{}, medians: map[Class]Runtime{},
 		res: &Result{Now: now, Estimates: map[string]*Estimate{}}}
 	pending := map[string]bool{}
 	for _, k := range sortedKeys(eng.Workloads()) {
@@ -242,7 +306,7 @@ func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 		case engine.Pending:
 			pending[k] = true
 			s.res.Estimates[k] = &Estimate{Namespace: w.Object.Namespace, Name: w.Object.Name,
-				ClusterQueue: w.Info.ClusterQueue, Runtime: Expected(w.Object, runs)}
+				ClusterQueue: w.Info.ClusterQueue, Runtime: s.expected(w.Object)}
 		case engine.Admitted:
 			if !w.PodsReady {
 				_ = eng.PodsReady(k)
@@ -290,11 +354,23 @@ func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 	return s.res
 }
 
+// expected is Expected, with each class's median computed once.
+func (s *sim) expected(wl *api.Workload) Runtime {
+	return expected(wl, func(c Class) Runtime {
+		rt, ok := s.medians[c]
+		if !ok {
+			rt = classRuntime(s.runs, c)
+			s.medians[c] = rt
+		}
+		return rt
+	})
+}
+
 // schedule queues the finish of the admission at at.
 func (s *sim) schedule(k string, at time.Time) {
 	s.gen[k]++
 	w := s.eng.Workload(k)
-	rt := Expected(w.Object, s.runs)
+	rt := s.expected(w.Object)
 	if rt.Basis == Unknown {
 		s.unknown[k] = true
 		return

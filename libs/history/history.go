@@ -96,20 +96,28 @@ func Fold(recs []Record, upTo time.Time) (*State, error) {
 }
 
 func fold(recs []Record, upTo time.Time) *State {
-	st := &State{Engine: engine.New(), ClusterQueues: map[string]*api.ClusterQueue{}, Flavors: map[string]*api.ResourceFlavor{},
-		Reasons: map[string]LoggedReason{}, LocalQueues: map[string]string{}}
+	st := New()
 	for _, r := range recs {
 		if !upTo.IsZero() && r.Event.Time.After(upTo) {
 			break
 		}
-		st.apply(r)
+		st.Apply(r)
 	}
 	return st
 }
 
-// apply folds one record as a decider does: a decision from a source that
-// does not own it, or one that cannot be applied, is skipped.
-func (st *State) apply(r Record) {
+// New is the state before any event: folding records into it one by one
+// with Apply gives what Fold of the present gives. A replica kept up to
+// date this way (services/ingest's ETAs) reads each event once.
+func New() *State {
+	return &State{Engine: engine.New(), ClusterQueues: map[string]*api.ClusterQueue{}, Flavors: map[string]*api.ResourceFlavor{},
+		Reasons: map[string]LoggedReason{}, LocalQueues: map[string]string{}}
+}
+
+// Apply folds one more record, the next in stream order, as a decider
+// does: a decision from a source that does not own it, or one that cannot
+// be applied, is skipped.
+func (st *State) Apply(r Record) {
 	st.Seq, st.Time = r.Seq, r.Event.Time
 	ev := r.Event
 	if events.CheckSource(ev) != nil {
@@ -130,6 +138,12 @@ func (st *State) apply(r Record) {
 		st.Reasons[replay.Key(d.WorkloadRef)] = LoggedReason{Token: r.Token, Message: r.Message, Detail: &r}
 	case *events.EvictedData:
 		st.Reasons[replay.Key(d.WorkloadRef)] = LoggedReason{Token: d.Reason}
+	case *events.WorkloadRef:
+		if events.Ends(ev.Type) {
+			// Gone from the engine: nothing reads its reason again, and a
+			// state kept up to date must not grow with the history.
+			delete(st.Reasons, replay.Key(*d))
+		}
 	case *events.ConfigAppliedData:
 		objs, err := api.Decode(d.Object)
 		if err != nil || len(objs) != 1 {

@@ -94,6 +94,20 @@ func (r *Recorder) Finish(key string, at time.Time) error {
 	return nil
 }
 
+// Expire records retention's expiry of a finished workload: every
+// decider forgets it, and its name is free again.
+func (r *Recorder) Expire(key string, at time.Time) error {
+	if w := r.Eng.Workload(key); w == nil || w.Status != engine.Finished {
+		return fmt.Errorf("workload %s: not finished", key)
+	}
+	if err := r.Eng.Delete(key, at); err != nil {
+		return err
+	}
+	ref := split(key)
+	r.add(events.WorkloadExpired, events.SourceRetention, events.WorkloadSubject(ref.Namespace, ref.Name), at, &ref)
+	return nil
+}
+
 // SetPriority records a priority change.
 func (r *Recorder) SetPriority(key string, p int32, at time.Time) error {
 	if err := r.Eng.SetPriority(key, p, at); err != nil {

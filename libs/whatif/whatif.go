@@ -20,6 +20,16 @@
 // in the simulation: the core makes them again under the new
 // configuration. With the configuration unchanged it reproduces the
 // recorded decisions.
+//
+// A name can hold several workloads over the history: retention's
+// WorkloadExpired (or a deletion) frees it, and a later submission reuses
+// it. Each submission is one incarnation, named in the statistics and the
+// demand by its name and the sequence of its WorkloadSubmitted, so that a
+// run time or a wait is never taken from another workload of the same
+// name. The simulation applies an expiry as the deciders do, to a
+// workload finished in the simulation; one whose simulated run is still
+// under way at its recorded expiry is removed when it finishes, or when
+// its name is submitted again.
 package whatif
 
 import (
@@ -30,6 +40,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -168,6 +179,7 @@ func Run(recs []history.Record, o Options) (Report, error) {
 		}
 	}
 	d := demandOf(recs, o.To)
+	subs := submissions(recs, upTo)
 	// Usage is measured against the last spec of each queue in the
 	// window: as recorded, and with the changed objects.
 	oldCQs := map[string]*api.ClusterQueue{}
@@ -182,8 +194,8 @@ func Run(recs []history.Record, o Options) (Report, error) {
 			}
 		}
 	}
-	old := observeLog(start, window, o)
-	sim, err := simulate(start, window, d, o)
+	old := observeLog(start, window, subs, o)
+	sim, err := simulate(start, window, d, subs, o)
 	if err != nil {
 		return Report{}, err
 	}
@@ -235,6 +247,7 @@ func demandOf(recs []history.Record, to time.Time) demand {
 	d := demand{run: map[string]time.Duration{}, ready: map[string]time.Duration{},
 		finishSeq: map[string]uint64{}, readySeq: map[string]uint64{}, withdrawn: map[uint64]bool{}}
 	admitted := map[string]time.Time{}
+	cur := map[string]uint64{}
 	for _, r := range recs {
 		ev := r.Event
 		if ev.Time.After(to) {
@@ -244,6 +257,8 @@ func demandOf(recs []history.Record, to time.Time) demand {
 			continue
 		}
 		switch x := ev.Data.(type) {
+		case *events.WorkloadSubmittedData:
+			cur[replay.Key(x.WorkloadRef)] = r.Seq
 		case *events.QuotaReservedData:
 			if _, ok := admitted[replay.Key(x.WorkloadRef)]; !ok {
 				admitted[replay.Key(x.WorkloadRef)] = ev.Time
@@ -253,7 +268,8 @@ func demandOf(recs []history.Record, to time.Time) demand {
 		case *events.WorkloadFinishedData:
 			k := replay.Key(x.WorkloadRef)
 			if at, ok := admitted[k]; ok {
-				d.run[k], d.finishSeq[k] = ev.Time.Sub(at), r.Seq
+				id := incarnation(k, cur[k])
+				d.run[id], d.finishSeq[id] = ev.Time.Sub(at), r.Seq
 				delete(admitted, k)
 			} else {
 				d.withdrawn[r.Seq] = true
@@ -265,14 +281,44 @@ func demandOf(recs []history.Record, to time.Time) demand {
 				delete(admitted, k)
 			case events.PodsReady:
 				if at, ok := admitted[k]; ok {
-					if _, seen := d.ready[k]; !seen {
-						d.ready[k], d.readySeq[k] = ev.Time.Sub(at), r.Seq
+					if id := incarnation(k, cur[k]); !hasKey(d.ready, id) {
+						d.ready[id], d.readySeq[id] = ev.Time.Sub(at), r.Seq
 					}
 				}
 			}
 		}
 	}
 	return d
+}
+
+// submissions is the sequence of the last WorkloadSubmitted of each name
+// up to upTo (none when zero): the incarnation each workload of the state
+// folded up to upTo is.
+func submissions(recs []history.Record, upTo time.Time) map[string]uint64 {
+	out := map[string]uint64{}
+	if upTo.IsZero() {
+		return out
+	}
+	for _, r := range recs {
+		if r.Event.Time.After(upTo) {
+			break
+		}
+		if x, ok := r.Event.Data.(*events.WorkloadSubmittedData); ok && events.CheckSource(r.Event) == nil {
+			out[replay.Key(x.WorkloadRef)] = r.Seq
+		}
+	}
+	return out
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// incarnation names the workload key submitted at sequence seq ('#'
+// appears in no Kubernetes name).
+func incarnation(key string, seq uint64) string {
+	return key + "#" + strconv.FormatUint(seq, 10)
 }
 
 // interval is one admission's hold on quota.
@@ -282,8 +328,11 @@ type interval struct {
 	start time.Time
 }
 
-// tracker turns admissions and their ends into the statistics.
+// tracker turns admissions and their ends into the statistics. It is
+// told workload keys and keeps incarnations (see the top of the file).
 type tracker struct {
+	// cur is the submission sequence of the workload each key names now.
+	cur         map[string]uint64
 	from, to    time.Time
 	open        map[string]interval
 	used        map[string]map[quota.FlavorResource]float64 // quota × seconds
@@ -294,13 +343,27 @@ type tracker struct {
 	preemptions map[string]int
 }
 
-func newTracker(o Options) *tracker {
-	return &tracker{from: o.From, to: o.To, open: map[string]interval{}, used: map[string]map[quota.FlavorResource]float64{},
+func newTracker(o Options, subs map[string]uint64) *tracker {
+	cur := make(map[string]uint64, len(subs))
+	for k, v := range subs {
+		cur[k] = v
+	}
+	return &tracker{cur: cur, from: o.From, to: o.To, open: map[string]interval{}, used: map[string]map[quota.FlavorResource]float64{},
 		first: map[string]time.Time{}, firstCQ: map[string]string{}, created: map[string]time.Time{},
 		routed: map[string]string{}, preemptions: map[string]int{}}
 }
 
+// id is the incarnation a key names now.
+func (t *tracker) id(key string) string { return incarnation(key, t.cur[key]) }
+
+// submitted notes a new incarnation of key.
+func (t *tracker) submitted(key string, seq uint64, created time.Time) {
+	t.cur[key] = seq
+	t.created[t.id(key)] = created
+}
+
 func (t *tracker) admit(key, cq string, u quota.Usage, at time.Time) {
+	key = t.id(key)
 	if _, ok := t.open[key]; ok {
 		return
 	}
@@ -311,6 +374,10 @@ func (t *tracker) admit(key, cq string, u quota.Usage, at time.Time) {
 }
 
 func (t *tracker) end(key string, at time.Time) (string, bool) {
+	return t.endID(t.id(key), at)
+}
+
+func (t *tracker) endID(key string, at time.Time) (string, bool) {
 	iv, ok := t.open[key]
 	if !ok {
 		return "", false
@@ -328,7 +395,7 @@ func (t *tracker) end(key string, at time.Time) (string, bool) {
 
 func (t *tracker) close() {
 	for _, k := range sortedKeys(t.open) {
-		t.end(k, t.to)
+		t.endID(k, t.to)
 	}
 }
 
@@ -418,14 +485,14 @@ func (t *tracker) seedOpen(e *engine.Engine) {
 	for _, k := range sortedKeys(e.Workloads()) {
 		w := e.Workload(k)
 		if w.Status == engine.Admitted {
-			t.open[k] = interval{cq: w.Admission.ClusterQueue, usage: w.Admission.TotalUsage(), start: t.from}
+			t.open[t.id(k)] = interval{cq: w.Admission.ClusterQueue, usage: w.Admission.TotalUsage(), start: t.from}
 		}
 	}
 }
 
 // observeLog is the old side: what the log records in the window.
-func observeLog(start *history.State, window []history.Record, o Options) *tracker {
-	t := newTracker(o)
+func observeLog(start *history.State, window []history.Record, subs map[string]uint64, o Options) *tracker {
+	t := newTracker(o, subs)
 	t.seedOpen(start.Engine)
 	// The routed queue of each arrival: folded to the end of the window.
 	lqs := localQueues(start)
@@ -436,8 +503,8 @@ func observeLog(start *history.State, window []history.Record, o Options) *track
 			noteLocalQueue(lqs, x)
 		case *events.WorkloadSubmittedData:
 			k := replay.Key(x.WorkloadRef)
-			t.created[k] = x.CreatedAt
-			t.routed[k] = lqs[api.NamespacedName(x.Namespace, queueName(x.Workload))]
+			t.submitted(k, r.Seq, x.CreatedAt)
+			t.routed[t.id(k)] = lqs[api.NamespacedName(x.Namespace, queueName(x.Workload))]
 		case *events.QuotaReservedData:
 			t.admit(replay.Key(x.WorkloadRef), x.Admission.ClusterQueue, x.Admission.TotalUsage(), ev.Time)
 		case *events.EvictedData:
@@ -507,18 +574,21 @@ func (h *steps) Pop() any {
 }
 
 type simulation struct {
-	eng   *engine.Engine
-	tr    *tracker
-	d     demand
-	queue steps
-	gen   map[string]int
-	steps int
-	to    time.Time
+	eng *engine.Engine
+	tr  *tracker
+	d   demand
+	// expire are the workloads the log expired while their simulated
+	// run was still under way: removed when it ends.
+	expire map[string]bool
+	queue  steps
+	gen    map[string]int
+	steps  int
+	to     time.Time
 }
 
 // simulate is the new side.
-func simulate(start *history.State, window []history.Record, d demand, o Options) (*simulation, error) {
-	s := &simulation{eng: start.Engine, tr: newTracker(o), d: d, gen: map[string]int{}, to: o.To}
+func simulate(start *history.State, window []history.Record, d demand, subs map[string]uint64, o Options) (*simulation, error) {
+	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{}}
 	s.tr.seedOpen(s.eng)
 	s.eng.RecordDecisions()
 	overridden := map[string]bool{}
@@ -532,13 +602,14 @@ func simulate(start *history.State, window []history.Record, d demand, o Options
 	for _, k := range sortedKeys(s.eng.Workloads()) {
 		if w := s.eng.Workload(k); w.Status == engine.Admitted {
 			s.gen[k]++
-			ready, seq := s.d.ready[k], s.d.readySeq[k]
+			id := s.tr.id(k)
+			ready, seq := s.d.ready[id], s.d.readySeq[id]
 			if w.PodsReady {
-				delete(s.d.ready, k) // already reported
+				delete(s.d.ready, id) // already reported
 			}
 			s.schedule(k, w.AdmittedAt)
 			if w.PodsReady {
-				s.d.ready[k], s.d.readySeq[k] = ready, seq
+				s.d.ready[id], s.d.readySeq[id] = ready, seq
 			}
 		}
 	}
@@ -596,21 +667,22 @@ func (s *simulation) replays(r *history.Record, overridden map[string]bool) bool
 	case *events.WorkloadFinishedData:
 		return s.d.withdrawn[r.Seq]
 	case *events.WorkloadRef:
-		return r.Event.Type == events.WorkloadDeleted
+		return events.Ends(r.Event.Type)
 	}
 	return false
 }
 
 // schedule queues the finish and PodsReady of the admission at at.
 func (s *simulation) schedule(key string, at time.Time) {
-	if d, ok := s.d.run[key]; ok {
+	id := s.tr.id(key)
+	if d, ok := s.d.run[id]; ok {
 		if t := at.Add(d); !t.After(s.to) {
-			heap.Push(&s.queue, step{at: t, seq: s.d.finishSeq[key], key: key, gen: s.gen[key], kind: 'f'})
+			heap.Push(&s.queue, step{at: t, seq: s.d.finishSeq[id], key: key, gen: s.gen[key], kind: 'f'})
 		}
 	}
-	if d, ok := s.d.ready[key]; ok {
+	if d, ok := s.d.ready[id]; ok {
 		if t := at.Add(d); !t.After(s.to) {
-			heap.Push(&s.queue, step{at: t, seq: s.d.readySeq[key], key: key, gen: s.gen[key], kind: 'r'})
+			heap.Push(&s.queue, step{at: t, seq: s.d.readySeq[id], key: key, gen: s.gen[key], kind: 'r'})
 		}
 	}
 }
@@ -624,6 +696,7 @@ func (s *simulation) apply(st step) {
 		if st.kind == 'f' {
 			s.tr.end(st.key, st.at)
 			_ = s.eng.Finish(st.key, st.at)
+			s.expired(st.key, st.at)
 		} else {
 			_ = s.eng.PodsReady(st.key)
 		}
@@ -633,20 +706,50 @@ func (s *simulation) apply(st step) {
 	switch x := ev.Data.(type) {
 	case *events.WorkloadSubmittedData:
 		k := replay.Key(x.WorkloadRef)
-		s.tr.created[k] = x.CreatedAt
+		if s.eng.Workload(k) != nil {
+			// The name was freed in the log (expired or deleted) while
+			// the workload holding it here is still under way: it gives
+			// way, as its expiry would have once it finished.
+			s.tr.end(k, ev.Time)
+			_ = s.eng.Delete(k, ev.Time)
+			delete(s.expire, k)
+		}
+		s.tr.submitted(k, st.seq, x.CreatedAt)
 		defer func() {
 			// Routed by the engine as it submits it.
 			if w := s.eng.Workload(k); w != nil {
-				s.tr.routed[k] = w.Info.ClusterQueue
+				s.tr.routed[s.tr.id(k)] = w.Info.ClusterQueue
 			}
 		}()
 	case *events.WorkloadFinishedData:
-		s.tr.end(replay.Key(x.WorkloadRef), ev.Time)
+		k := replay.Key(x.WorkloadRef)
+		s.tr.end(k, ev.Time)
+		defer s.expired(k, ev.Time)
 	case *events.WorkloadRef:
-		s.tr.end(replay.Key(*x), ev.Time)
+		k := replay.Key(*x)
+		if ev.Type == events.WorkloadExpired {
+			if w := s.eng.Workload(k); w != nil && w.Status != engine.Finished {
+				// Its recorded run ended long ago; the simulated one
+				// has not yet: it is removed when it does.
+				s.expire[k] = true
+				return
+			}
+		}
+		s.tr.end(k, ev.Time)
 	}
 	// What cannot be applied is skipped, as the deciders skip it.
 	_ = replay.Guard(func() error { return replay.Apply(s.eng, ev) })
+}
+
+// expired removes a workload that has just finished if the log expired
+// it earlier, as retention would have once it finished.
+func (s *simulation) expired(k string, at time.Time) {
+	if s.expire[k] {
+		delete(s.expire, k)
+		if w := s.eng.Workload(k); w != nil && w.Status == engine.Finished {
+			_ = s.eng.Delete(k, at)
+		}
+	}
 }
 
 // queueName reads only spec.queueName of a submitted workload.
@@ -735,7 +838,8 @@ func moved(old, new *tracker, top int) []Moved {
 		if oOK && nOK && n.Sub(o).Abs() < MinMove {
 			continue
 		}
-		ns, name, _ := strings.Cut(k, "/")
+		key, _, _ := strings.Cut(k, "#")
+		ns, name, _ := strings.Cut(key, "/")
 		m := Moved{Namespace: ns, Name: name, ClusterQueue: cmp.Or(new.firstCQ[k], old.firstCQ[k])}
 		if oOK {
 			m.Old = &o

@@ -372,3 +372,95 @@ waitForPodsReady:
 	}
 	t.Logf("%d timeouts recorded, %d steps", timeouts, rep.Steps)
 }
+
+// expiredLog: one queue of 2 cpu. a/w1 (2 cpu) runs 0–10m, finishes and
+// expires at 20m, which frees its name; a/x (2 cpu) runs 25m–55m; a new
+// a/w1 (1 cpu) arrives at 30m, waits for x, runs 55m–75m.
+func expiredLog(t *testing.T) *history.Recorder {
+	r := history.NewRecorder()
+	for _, o := range objects(t, flavor+queue("a", "", "2")) {
+		if err := r.Apply(o, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Minute) }
+	steps := []struct {
+		at int
+		do func(time.Time) error
+	}{
+		{0, func(at time.Time) error { return r.Submit(workload("a", "w1", 2, 0), at) }},
+		{10, func(at time.Time) error { return r.Finish("a/w1", at) }},
+		{20, func(at time.Time) error { return r.Expire("a/w1", at) }},
+		{25, func(at time.Time) error { return r.Submit(workload("a", "x", 2, 0), at) }},
+		{30, func(at time.Time) error { return r.Submit(workload("a", "w1", 1, 0), at) }},
+		{55, func(at time.Time) error { return r.Finish("a/x", at) }},
+		{75, func(at time.Time) error { return r.Finish("a/w1", at) }},
+	}
+	for _, s := range steps {
+		if err := s.do(m(s.at)); err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(m(s.at))
+	}
+	if w := r.Eng.Workload("a/w1"); w == nil || w.Status != engine.Finished || !w.AdmittedAt.IsZero() && !w.AdmittedAt.Equal(m(55)) {
+		t.Fatalf("the recorded run went otherwise: %+v", w)
+	}
+	return r
+}
+
+// TestExpiredNameReusedReproducesHistory: with the configuration
+// unchanged, a history where a workload expires and its name is used
+// again is reproduced exactly, and each of the two workloads named a/w1
+// counts on its own: waits 0 (w1), 0 (x) and 25m (the second w1), mean
+// 500 s, p95 1500 s; usage 2 cpu × 10m + 2 cpu × 30m + 1 cpu × 20m over
+// 2 cpu × 2h = 41.667%.
+func TestExpiredNameReusedReproducesHistory(t *testing.T) {
+	r := expiredLog(t)
+	from := t0.Add(-time.Minute) // before the history: every event is in the window
+	rep, err := Run(r.Log, Options{From: from, To: from.Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Admitted: 3, Waited: 3, MeanWaitSeconds: 500, P95WaitSeconds: 1500,
+		Usage: []CellUsage{{Flavor: "rf", Resource: "cpu", Percent: 41.667}}}
+	if len(rep.Queues) != 1 || rep.Arrivals != 3 || len(rep.Moved) != 0 {
+		t.Fatalf("%d arrivals, queues %+v, moved %+v; want 3 arrivals in a, nothing moved", rep.Arrivals, rep.Queues, rep.Moved)
+	}
+	if d := cmp.Diff(want, rep.Queues[0].Old); d != "" {
+		t.Errorf("recorded (-want,+got):\n%s", d)
+	}
+	if d := cmp.Diff(want, rep.Queues[0].New); d != "" {
+		t.Errorf("replayed (-want,+got):\n%s", d)
+	}
+}
+
+// TestExpiryOfAWorkloadStillRunningInTheReplay: with 1 cpu, neither 2-cpu
+// workload is ever admitted in the replay; the first a/w1, still pending
+// at its recorded expiry, gives way when its name is submitted again, and
+// the second a/w1 (1 cpu) is admitted on arrival at 30m and runs its own
+// recorded 20m: 1 cpu × 20m over 1 cpu × 2h = 16.667%.
+func TestExpiryOfAWorkloadStillRunningInTheReplay(t *testing.T) {
+	r := expiredLog(t)
+	from := t0.Add(-time.Minute)
+	rep, err := Run(r.Log, Options{From: from, To: from.Add(2 * time.Hour), Config: objects(t, queue("a", "", "1"))[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Admitted: 1, Waited: 1, Unadmitted: 2, Usage: []CellUsage{{Flavor: "rf", Resource: "cpu", Percent: 16.667}}}
+	if len(rep.Queues) != 1 || rep.Arrivals != 3 {
+		t.Fatalf("%d arrivals, queues %+v; want 3 arrivals in a", rep.Arrivals, rep.Queues)
+	}
+	if d := cmp.Diff(want, rep.Queues[0].New); d != "" {
+		t.Errorf("replayed (-want,+got):\n%s", d)
+	}
+	t30, t55 := t0.Add(30*time.Minute), t0.Add(55*time.Minute)
+	var second *Moved
+	for i, m := range rep.Moved {
+		if m.Name == "w1" && m.Old != nil && m.Old.Equal(t55) {
+			second = &rep.Moved[i]
+		}
+	}
+	if second == nil || second.New == nil || !second.New.Equal(t30) || len(rep.Moved) != 3 {
+		t.Fatalf("moved %+v, want the second a/w1 from 55m to 30m, and the first a/w1 and a/x never admitted", rep.Moved)
+	}
+}

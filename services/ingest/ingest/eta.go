@@ -3,13 +3,14 @@ package ingest
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/auth/rbac"
@@ -19,11 +20,18 @@ import (
 	"github.com/jetqueue/jetqueue/libs/store"
 )
 
-// ETAs (libs/eta) are computed from JQ_EVENTS as the other history
-// answers are: the log up to the request's instant (?at=, or its end) is
-// folded, and the core runs forward from it. One computation serves every
-// request while the log has not grown and, without ?at=, for etaFresh of
-// the clock.
+// ETAs (libs/eta) of the present start from the state as it is now: a
+// replica (eta.Replica) that ingest folds from JQ_EVENTS one event at a
+// time, reading only the events after the last one it applied when a
+// request comes. The first request after ingest starts reads the log from
+// its first event; a gap in the sequence (retention purged past it) or a
+// new stream starts the replica again from the first. The simulation runs
+// on a copy of the replica's engine. One computation serves every request
+// while the log has not grown, for etaFresh of the clock; after that the
+// simulation runs again on the same replica, reading nothing.
+//
+// An estimate at a point in time (?at=) folds the log up to it, as the
+// other history answers do, and the last such computation is kept too.
 
 // etaFresh is how long ETAs computed at the log's end are served while
 // the log has not grown.
@@ -32,10 +40,19 @@ const etaFresh = 10 * time.Second
 // MaxETAOffset bounds ?offset= of GET /v1/eta.
 const MaxETAOffset = 10_000_000
 
-// etaCache holds the last computation.
+// etaCache holds the replica and the last computations.
 type etaCache struct {
-	mu   sync.Mutex
-	last *etaSnapshot
+	mu sync.Mutex
+	// replica is the present state folded up to seq, of the stream
+	// created at stream; nil before the first request.
+	replica *eta.Replica
+	seq     uint64
+	stream  time.Time
+	// read counts the events the replica has read, for tests.
+	read uint64
+	// last is the last computation at the log's end; lastAt the last at
+	// a point in time.
+	last, lastAt *etaSnapshot
 }
 
 // etaSnapshot is every pending workload, in ClusterQueue order with its
@@ -75,44 +92,92 @@ func (s *Server) etas(ctx context.Context, at time.Time) (*etaSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
 	}
-	now := at
-	if now.IsZero() {
-		now = s.cfg.Now().UTC()
+	if !at.IsZero() {
+		return s.etasAt(ctx, c, info, at)
 	}
-	if l := c.last; l != nil && l.lastSeq == info.State.LastSeq && l.at.Equal(at) && !now.Before(l.now) && now.Sub(l.now) < etaFresh {
+	now := s.cfg.Now().UTC()
+	if l := c.last; l != nil && l.lastSeq == info.State.LastSeq && !now.Before(l.now) && now.Sub(l.now) < etaFresh {
 		return l, nil
 	}
-	recs, err := s.readLog(ctx, at)
+	if err := s.catchUp(ctx, c, info); err != nil {
+		return nil, err
+	}
+	res, err := c.replica.Estimates(now)
 	if err != nil {
 		return nil, err
 	}
-	live, err := history.Compact(recs, at)
-	if errors.Is(err, history.ErrBeforeHistory) {
-		return nil, fail(http.StatusGone, "", "at", err.Error())
+	st := c.replica.State()
+	snap := newETASnapshot(st, res, time.Time{}, now, info.State.LastSeq)
+	snap.asOf = asOf(time.Time{}, st)
+	c.last = snap
+	return snap, nil
+}
+
+// catchUp brings the replica to the stream's last sequence, reading the
+// events after the last one it applied; it starts again from the first
+// event when there is no replica yet, the stream is another, or events it
+// has not read were removed. Events are applied as they are read: a read
+// cut short (the request's deadline) keeps what it applied for the next.
+func (s *Server) catchUp(ctx context.Context, c *etaCache, info *jetstream.StreamInfo) error {
+	first, last := info.State.FirstSeq, info.State.LastSeq
+	if c.replica == nil || !c.stream.Equal(info.Created) || c.seq > last || (info.State.Msgs > 0 && first > c.seq+1) {
+		c.replica, c.seq, c.stream = eta.NewReplica(), 0, info.Created
 	}
+	if info.State.Msgs == 0 || c.seq >= last {
+		return nil
+	}
+	from := max(c.seq+1, first)
+	if c.seq == 0 {
+		from = first
+	}
+	gap := false
+	err := s.scanLog(ctx, from, last, func(rec history.Record) bool {
+		c.read++
+		if c.seq != 0 && rec.Seq != c.seq+1 {
+			// Removed while the replica was behind: what it applied
+			// may hold a workload whose end is gone.
+			gap = true
+			return false
+		}
+		c.replica.Apply(rec)
+		c.seq = rec.Seq
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if gap {
+		c.replica, c.seq = eta.NewReplica(), 0
+		return s.catchUp(ctx, c, info)
+	}
+	return nil
+}
+
+// etasAt computes the estimates at a point in time from the log up to it.
+func (s *Server) etasAt(ctx context.Context, c *etaCache, info *jetstream.StreamInfo, at time.Time) (*etaSnapshot, error) {
+	if l := c.lastAt; l != nil && l.lastSeq == info.State.LastSeq && l.at.Equal(at) {
+		return l, nil
+	}
+	recs, st, err := s.stateAt(ctx, at)
 	if err != nil {
 		return nil, err
 	}
-	st, err := history.Fold(live, at)
-	if err != nil {
-		return nil, err
+	// The state is folded for this computation alone: the view of its
+	// workloads is taken before the simulation moves its engine.
+	snap := newETASnapshot(st, nil, at, at, info.State.LastSeq)
+	snap.asOf = asOf(at, st)
+	snap.res = eta.Estimates(st.Engine, eta.Recorded(recs, at), at)
+	for i := range snap.items {
+		snap.items[i].ETA = snap.res.Estimates[api.NamespacedName(snap.items[i].Namespace, snap.items[i].Name)]
 	}
-	forward, err := history.Fold(live, at)
-	if err != nil {
-		return nil, err
-	}
-	res := eta.Estimates(forward.Engine, eta.Recorded(recs, at), now)
-	snap := &etaSnapshot{at: at, now: now, lastSeq: info.State.LastSeq, res: res, byKey: map[string]*etaItem{}}
-	// asOf names the log's last event folded (the compacted log is
-	// numbered again).
-	snap.asOf = &AsOf{}
-	if !at.IsZero() {
-		snap.asOf.At = &at
-	}
-	if last := lastFolded(recs, at); last != nil {
-		t := last.Event.Time.UTC()
-		snap.asOf.Seq, snap.asOf.Time = last.Seq, &t
-	}
+	c.lastAt = snap
+	return snap, nil
+}
+
+// newETASnapshot lists the pending workloads of st in ClusterQueue order,
+// with their positions and, when res is set, their estimates.
+func newETASnapshot(st *history.State, res *eta.Result, at, now time.Time, lastSeq uint64) *etaSnapshot {
+	snap := &etaSnapshot{at: at, now: now, lastSeq: lastSeq, res: res}
 	var pending []*engine.Workload
 	for _, w := range st.Engine.Workloads() {
 		if w.Status == engine.Pending {
@@ -129,32 +194,24 @@ func (s *Server) etas(ctx context.Context, at time.Time) (*etaSnapshot, error) {
 		return 1
 	})
 	snap.items = make([]etaItem, 0, len(pending))
+	snap.byKey = make(map[string]*etaItem, len(pending))
 	pos := 0
 	for i, w := range pending {
 		if i > 0 && pending[i-1].Info.ClusterQueue != w.Info.ClusterQueue {
 			pos = 0
 		}
-		snap.items = append(snap.items, etaItem{WorkloadView: view(st, w), Position: pos, ETA: res.Estimates[w.Info.Key]})
+		it := etaItem{WorkloadView: view(st, w), Position: pos}
+		if res != nil {
+			it.ETA = res.Estimates[w.Info.Key]
+		}
+		snap.items = append(snap.items, it)
 		pos++
 	}
 	for i := range snap.items {
 		it := &snap.items[i]
 		snap.byKey[api.NamespacedName(it.Namespace, it.Name)] = it
 	}
-	c.last = snap
-	return snap, nil
-}
-
-// lastFolded is the last record at or before at (all when zero).
-func lastFolded(recs []history.Record, at time.Time) *history.Record {
-	var out *history.Record
-	for i := range recs {
-		if !at.IsZero() && recs[i].Event.Time.After(at) {
-			break
-		}
-		out = &recs[i]
-	}
-	return out
+	return snap
 }
 
 // redacted is an estimate as the caller may see it: the finishes of

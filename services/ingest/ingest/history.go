@@ -39,8 +39,6 @@ const replayTimeout = 60 * time.Second
 // readLog reads JQ_EVENTS in order up to its last sequence when the read
 // begins, stopping at the first event after upTo (zero: none).
 func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, replayTimeout)
-	defer cancel()
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
@@ -53,56 +51,62 @@ func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record,
 		return nil, fail(http.StatusUnprocessableEntity, "", "at",
 			fmt.Sprintf("the log holds %d events; a point-in-time or counterfactual answer replays at most %d", n, MaxReplayEvents))
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", events.Stream, err)
-	}
 	out := make([]history.Record, 0, min(last-first+1, 1<<16))
+	err = s.scanLog(ctx, first, last, func(r history.Record) bool {
+		out = append(out, r)
+		// Kept: the first event after upTo tells Fold where the history
+		// starts when nothing precedes.
+		return upTo.IsZero() || !r.Event.Time.After(upTo)
+	})
+	return out, err
+}
+
+// scanLog hands each event of JQ_EVENTS from sequence from to last, in
+// order, to each until it returns false, within replayTimeout. An event
+// that does not decode is handed over as a placeholder, skipped by every
+// decider, so that the sequence stays whole (see history.Fold).
+func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(history.Record) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, replayTimeout)
+	defer cancel()
+	if from > last {
+		return nil
+	}
+	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", events.Stream, err)
+	}
+	var prev time.Time
 	for {
 		msgs, err := bus.Batch(ctx, cons, 1000, time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", events.Stream, err)
+			return fmt.Errorf("read %s: %w", events.Stream, err)
 		}
 		if len(msgs) == 0 {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("read %s: %w", events.Stream, ctx.Err())
+				return fmt.Errorf("read %s: %w", events.Stream, ctx.Err())
 			}
 			continue
 		}
 		for _, m := range msgs {
 			meta, err := m.Metadata()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			seq := meta.Sequence.Stream
 			if seq > last {
-				return out, nil
+				return nil
 			}
 			ev, err := bus.Decode(m)
 			if err != nil {
-				// Skipped by every decider; kept as a placeholder so
-				// that the sequence stays whole (see history.Fold).
-				ev = events.Event{ID: "undecodable", Time: lastTime(out)}
+				ev = events.Event{ID: "undecodable", Time: prev}
 			}
-			out = append(out, history.Record{Seq: seq, Event: ev})
-			if !upTo.IsZero() && ev.Time.After(upTo) {
-				// Kept: the first event after upTo tells Fold where
-				// the history starts when nothing precedes.
-				return out, nil
-			}
-			if seq >= last || meta.NumPending == 0 {
-				return out, nil
+			prev = ev.Time
+			if !each(history.Record{Seq: seq, Event: ev}) || seq >= last || meta.NumPending == 0 {
+				return nil
 			}
 		}
 	}
-}
-
-func lastTime(recs []history.Record) time.Time {
-	if len(recs) == 0 {
-		return time.Time{}
-	}
-	return recs[len(recs)-1].Event.Time
 }
 
 // pointInTime parses ?at=: an RFC 3339 time, not in the future.

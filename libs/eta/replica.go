@@ -1,0 +1,54 @@
+package eta
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/history"
+)
+
+// Replica is the present state kept up to date one event at a time, with
+// the run times learnt so far, so that an estimate starts from the state
+// as it is now instead of folding the whole log again:
+//
+//	event ──Apply──▶ history.State (the deciders' fold) + Learner (run times)
+//	now ──Estimates──▶ a copy of the engine (its snapshot encoding, in
+//	                   proportion to the state, not to the history) ──▶ Result
+//
+// Estimates over a replica that has applied records 1…n equal Estimates
+// over the fold of those records (TestReplicaEqualsFullReplay).
+type Replica struct {
+	st    *history.State
+	learn *Learner
+}
+
+// NewReplica returns the replica of an empty log.
+func NewReplica() *Replica {
+	return &Replica{st: history.New(), learn: NewLearner()}
+}
+
+// Apply takes the log's next record.
+func (r *Replica) Apply(rec history.Record) {
+	r.st.Apply(rec)
+	r.learn.Observe(rec.Event)
+	// Nothing consumes the evictions a fold notes: drained so that they
+	// do not pile up (an estimate drains its copy's before deciding).
+	r.st.Engine.DrainEvictions()
+}
+
+// State is the folded state; the caller must not modify it.
+func (r *Replica) State() *history.State { return r.st }
+
+// Estimates runs the core forward from now on a copy of the state.
+func (r *Replica) Estimates(now time.Time) (*Result, error) {
+	b, err := r.st.Engine.EncodeSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("copy the state: %w", err)
+	}
+	eng, err := engine.DecodeSnapshot(b)
+	if err != nil {
+		return nil, fmt.Errorf("copy the state: %w", err)
+	}
+	return Estimates(eng, r.learn.Runs(), now), nil
+}
