@@ -34,8 +34,11 @@ cpu() {
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # A jqctl without --timing (older than this script) is timed as a whole.
+# (The help is read whole first: grep -q stopping early would kill jqctl
+# with SIGPIPE, and under pipefail that reads as "no --timing".)
 timing=(--timing)
-"$jqctl" simulate --help 2>/dev/null | grep -q -- --timing || timing=()
+help=$("$jqctl" simulate --help 2>/dev/null || true)
+grep -q -- --timing <<<"$help" || timing=()
 
 printf '%-24s %5s %11s %11s %8s %11s %11s %10s %7s\n' scenario runs kueue_cpu jqctl_cpu ratio jqctl_parse jqctl_run run_ratio target
 for variant in plain preemption; do
