@@ -50,6 +50,10 @@ type State struct {
 	// projection shows them: an Inadmissible's reason, an eviction's
 	// reason (token only), none after an admission.
 	Reasons map[string]LoggedReason
+	// Kept are the admissions finished workloads held when they finished:
+	// Kueue releases a finished workload's quota but leaves its
+	// status.admission, and the projection shows it (libs/store).
+	Kept map[string]*scheduler.Admission
 }
 
 // LoggedReason is a workload's last recorded reason.
@@ -111,7 +115,7 @@ func fold(recs []Record, upTo time.Time) *State {
 // date this way (services/ingest's ETAs) reads each event once.
 func New() *State {
 	return &State{Engine: engine.New(), ClusterQueues: map[string]*api.ClusterQueue{}, Flavors: map[string]*api.ResourceFlavor{},
-		Reasons: map[string]LoggedReason{}, LocalQueues: map[string]string{}}
+		Reasons: map[string]LoggedReason{}, LocalQueues: map[string]string{}, Kept: map[string]*scheduler.Admission{}}
 }
 
 // Apply folds one more record, the next in stream order, as a decider
@@ -124,9 +128,18 @@ func (st *State) Apply(r Record) {
 		st.Skipped++
 		return
 	}
+	var held *scheduler.Admission
+	if d, ok := ev.Data.(*events.WorkloadFinishedData); ok {
+		if w := st.Engine.Workload(replay.Key(d.WorkloadRef)); w != nil && w.Status == engine.Admitted {
+			held = w.Admission
+		}
+	}
 	if err := replay.Guard(func() error { return replay.Apply(st.Engine, ev) }); err != nil {
 		st.Skipped++
 		return
+	}
+	if held != nil {
+		st.Kept[replay.Key(ev.Data.(*events.WorkloadFinishedData).WorkloadRef)] = held
 	}
 	switch d := ev.Data.(type) {
 	case *events.WorkloadSubmittedData:
@@ -143,6 +156,7 @@ func (st *State) Apply(r Record) {
 			// Gone from the engine: nothing reads its reason again, and a
 			// state kept up to date must not grow with the history.
 			delete(st.Reasons, replay.Key(*d))
+			delete(st.Kept, replay.Key(*d))
 		}
 	case *events.ConfigAppliedData:
 		objs, err := api.Decode(d.Object)

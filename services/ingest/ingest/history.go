@@ -267,10 +267,16 @@ func view(st *history.State, w *engine.Workload) store.WorkloadView {
 	if r, ok := st.Reasons[w.Info.Key]; ok {
 		v.Reason, v.Message = r.Token, r.Message
 	}
-	if a := w.Admission; a != nil {
-		v.ClusterQueue = a.ClusterQueue
+	a := w.Admission
+	if a != nil {
 		t := w.AdmittedAt.UTC()
 		v.AdmittedAt = &t
+	} else if w.Status == engine.Finished {
+		// Its status.admission stays, as the projection shows it.
+		a = st.Kept[w.Info.Key]
+	}
+	if a != nil {
+		v.ClusterQueue = a.ClusterQueue
 		v.Assignment, v.PodCounts = map[string]map[string]string{}, map[string]int32{}
 		for _, ps := range a.PodSets {
 			fl := map[string]string{}
