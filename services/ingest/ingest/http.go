@@ -264,6 +264,9 @@ func (s *Server) apply(r *http.Request) (int, any, error) {
 	if err := validateConfig(objs); err != nil {
 		return 0, nil, err
 	}
+	if err := s.refuseUnshardable(r.Context(), objs); err != nil {
+		return 0, nil, err
+	}
 	// Apply creates or updates: both are asked of every document before
 	// anything is read or published, so a refusal leaves nothing applied.
 	var attrs []rbac.Attributes
@@ -303,6 +306,30 @@ func (s *Server) apply(r *http.Request) (int, any, error) {
 		answer["seq"] = slices.Max(seqs)
 	}
 	return http.StatusOK, answer, nil
+}
+
+// refuseUnshardable refuses a Configuration that turns on
+// waitForPodsReady.blockAdmission while admission runs as several shards
+// (JQ_SHARDS): the rule holds every admission of the cluster while one
+// admitted workload is not ready, which shards deciding in parallel
+// cannot keep, so sharded admission would decide nothing at all.
+func (s *Server) refuseUnshardable(ctx context.Context, objs []api.Object) error {
+	for _, o := range objs {
+		c, ok := o.(*api.Configuration)
+		if !ok || c.WaitForPodsReady == nil || !c.WaitForPodsReady.Enable ||
+			(c.WaitForPodsReady.BlockAdmission != nil && !*c.WaitForPodsReady.BlockAdmission) {
+			continue
+		}
+		n, err := bus.ReadShardCount(ctx, s.js, "admission")
+		if err != nil {
+			return fmt.Errorf("read admission's shard count: %w", err)
+		}
+		if n > 1 {
+			return fail(http.StatusUnprocessableEntity, api.ObjectRef(o), "waitForPodsReady.blockAdmission",
+				fmt.Sprintf("admission runs as %d shards (%s): blockAdmission holds every admission of the cluster while one admitted workload is not ready, which shards deciding in parallel cannot keep; set it to false, or run admission as one shard", n, bus.ShardsBucket))
+		}
+	}
+	return nil
 }
 
 // validateConfig refuses, before anything is read or published, a request
