@@ -303,20 +303,18 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}, start uin
 	}
 	caught := false
 	for ctx.Err() == nil {
-		msgs, err := bus.Batch(ctx, cons, 256, 200*time.Millisecond)
+		msgs, atEnd, err := bus.Follow(ctx, cons, 256, 200*time.Millisecond, last)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("follow %s: %w", events.Stream, err)
 		}
-		var pending uint64
 		for _, m := range msgs {
 			meta, err := m.Metadata()
 			if err != nil {
 				return err
 			}
-			pending = meta.NumPending
 			last = meta.Sequence.Stream
 			ev, key, err := b.apply(meta.Sequence.Stream, m)
 			if err != nil {
@@ -341,11 +339,11 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}, start uin
 				b.queue.Add(key)
 			}
 		}
-		if !caught && (len(msgs) == 0 || pending == 0) {
+		if !caught && atEnd {
 			caught = true
 			close(caughtUp)
 		}
-		if (len(msgs) == 0 || pending == 0) && snaps.Due(last) {
+		if atEnd && snaps.Due(last) {
 			payload, err := b.st.encode()
 			if err != nil {
 				snaps.Done(0, err)

@@ -384,14 +384,17 @@ func (f *follower) run(ctx context.Context, js jetstream.JetStream, snaps *snaps
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
 	for ctx.Err() == nil {
-		msgs, err := bus.Batch(ctx, cons, 512, 200*time.Millisecond)
+		f.mu.Lock()
+		last := f.applied
+		f.mu.Unlock()
+		msgs, atEnd, err := bus.Follow(ctx, cons, 512, 200*time.Millisecond, last)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("follow %s: %w", events.Stream, err)
 		}
-		f.apply(msgs)
+		f.apply(msgs, atEnd)
 		f.maybeSnapshot(ctx, snaps)
 	}
 	return nil
@@ -415,23 +418,21 @@ func (f *follower) maybeSnapshot(ctx context.Context, snaps *snapshot.Writer) {
 	snaps.Start(func() (uint64, error) { return at, snaps.Store.Save(ctx, at, payload) })
 }
 
-// apply folds a batch and wakes the waiters; an empty batch or one that
-// reaches the end of the stream means the follower has caught up. An
-// event that cannot be applied (it does not decode, its content is
-// impossible, applying it panics) is skipped by the services' rule: it
-// is the truth of the log and stays there, and stopping on it would stop
-// on it again after every restart.
-func (f *follower) apply(msgs []jetstream.Msg) {
+// apply folds a batch and wakes the waiters; caughtUp says the batch
+// reached the end of the stream (bus.Follow). An event that cannot be
+// applied (it does not decode, its content is impossible, applying it
+// panics) is skipped by the services' rule: it is the truth of the log
+// and stays there, and stopping on it would stop on it again after every
+// restart.
+func (f *follower) apply(msgs []jetstream.Msg, caughtUp bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	caughtUp := len(msgs) == 0
 	for _, msg := range msgs {
 		meta, err := msg.Metadata()
 		if err != nil {
 			continue
 		}
 		f.applied = meta.Sequence.Stream
-		caughtUp = meta.NumPending == 0
 		ev, err := bus.Decode(msg)
 		if err == nil {
 			err = replay.Guard(func() error { return f.state.Apply(ev) })
