@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,7 +24,11 @@ import (
 const ProgressChannel = "jetqueue_projection"
 
 // notifyProgress is run in Apply's transaction.
-const notifyProgress = `SELECT pg_notify('` + ProgressChannel + `', $1::text)`
+//
+// A channel is one per database, and installations (or tests) may share a
+// database in different schemas: the payload names the schema, so that a
+// commit in another schema never moves this one's position.
+const notifyProgress = `SELECT pg_notify('` + ProgressChannel + `', current_schema() || ' ' || $1::text)`
 
 // Progress follows the projection's position by notification.
 type Progress struct {
@@ -67,8 +72,9 @@ func (s *Store) listen(ctx context.Context, p *Progress) error {
 	if _, err := pc.Exec(ctx, `LISTEN `+ProgressChannel); err != nil {
 		return err
 	}
+	var schema string
 	var seq int64
-	if err := pc.QueryRow(ctx, `SELECT last_seq FROM projection_state`).Scan(&seq); err != nil {
+	if err := pc.QueryRow(ctx, `SELECT current_schema(), last_seq FROM projection_state`).Scan(&schema, &seq); err != nil {
 		return err
 	}
 	p.set(uint64(seq))
@@ -77,7 +83,11 @@ func (s *Store) listen(ctx context.Context, p *Progress) error {
 		if err != nil {
 			return err
 		}
-		v, err := strconv.ParseUint(n.Payload, 10, 64)
+		i := strings.LastIndexByte(n.Payload, ' ')
+		if i < 0 || n.Payload[:i] != schema {
+			continue
+		}
+		v, err := strconv.ParseUint(n.Payload[i+1:], 10, 64)
 		if err != nil {
 			continue
 		}

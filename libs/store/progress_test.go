@@ -80,3 +80,48 @@ func TestProgressIsPushed(t *testing.T) {
 		t.Errorf("following a commit sent %d statements, want none", n-2)
 	}
 }
+
+// TestProgressIgnoresOtherSchemas: NOTIFY channels are per database, and
+// two installations (or two tests) may share one in different schemas; a
+// commit in one must not wake the other's waiters as if its own
+// projection had moved.
+func TestProgressIgnoresOtherSchemas(t *testing.T) {
+	urlA := testenv.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	urlB, drop, err := testenv.CreateSchema(ctx, urlA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	a, err := Open(ctx, urlA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, urlB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	pb := b.Follow(fctx)
+	if at, err := pb.Wait(ctx, 0); err != nil || at != 0 {
+		t.Fatalf("start: %d %v", at, err)
+	}
+	l := story()
+	if _, err := a.Apply(ctx, l.recs); err != nil {
+		t.Fatal(err)
+	}
+	// A follower of A, started after the commit, sees it: the commit is done.
+	pa := a.Follow(fctx)
+	if at, err := pa.Wait(ctx, uint64(len(l.recs))); err != nil || at != uint64(len(l.recs)) {
+		t.Fatalf("schema A at %d (%v), want %d", at, err, len(l.recs))
+	}
+	idle, cancelIdle := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelIdle()
+	if at, err := pb.Wait(idle, 1); err == nil {
+		t.Fatalf("schema B's waiter woke at %d after a commit in schema A; B projected nothing", at)
+	}
+}
