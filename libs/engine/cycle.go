@@ -350,7 +350,7 @@ func (e *Engine) applyReissue(v *Workload, now time.Time) {
 		}
 		v.stale, v.staleAt = &stale, v.RequeueAt
 	}
-	v.RequeueAt, v.evictedPriority = time.Time{}, nil
+	v.RequeueAt, v.evictedPriority, v.backoffUpdated, v.evictedUnset = time.Time{}, nil, false, false
 	info := *v.Info
 	info.QueueTime, info.LastTried = info.Created, nil
 	if v.queuedIn != "" {

@@ -55,6 +55,11 @@ type Workload struct {
 	// evictedPriority is its priority when a PodsReady timeout evicted
 	// it, while it waits out the backoff (see ApplyRequeue).
 	evictedPriority *int32
+	// backoffUpdated is set when its priority changed during that
+	// backoff: Kueue then parks the newer version (see ApplyRequeue);
+	// evictedUnset records that the evicted version had no priority in
+	// its spec (then no later version equals it).
+	backoffUpdated, evictedUnset bool
 	// timedOut is set while its last eviction is a PodsReady timeout and
 	// it has not been admitted since; stale and staleAt are the copy of
 	// it a reissued preemption left for the timeout's timer to push (see

@@ -356,7 +356,7 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 	}{
 		{snapWorkload{}, []string{"Object", "Created", "QueueTime", "ClusterQueue", "Priority", "LastTried", "Status",
 			"Admission", "AdmittedAt", "AdmissionSeq", "Reason", "Evictions", "PodsReady", "RequeueCount", "RequeueAt",
-			"QueuedIn", "FinishedIn", "PublishedReason", "CondPending", "Listed", "EvictedPriority", "TimedOut", "TimerSeq",
+			"QueuedIn", "FinishedIn", "PublishedReason", "CondPending", "Listed", "EvictedPriority", "BackoffUpdated", "EvictedUnset", "TimedOut", "TimerSeq",
 			"FinishedQueued"}},
 		{api.Workload{}, []string{"TypeMeta", "ObjectMeta", "Spec"}},
 		{api.WorkloadSpec{}, []string{"PodSets", "QueueName", "PriorityClassName", "Priority", "PriorityClassSource", "Active"}},

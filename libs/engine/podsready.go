@@ -210,7 +210,10 @@ func (e *Engine) timedOut(key string, now time.Time) *Workload {
 // version parked meanwhile). So a priority set during the backoff is not
 // the one it is queued with; the workload gets it back the first time it
 // is popped and requeued (Manager.RequeueWorkload reads the newest
-// object), or when it is updated again.
+// object), or when it is updated again. A priority changed during the
+// backoff and set back to the eviction's leaves the copy equal to the
+// parked version, which PushOrUpdate updates in place: the workload stays
+// parked.
 //
 // It also carries out the push a reissued preemption left (see reissued):
 // when it is due, the copy kept at the timeout replaces the workload's
@@ -234,14 +237,25 @@ func (e *Engine) ApplyRequeue(key string, now time.Time) bool {
 		return false
 	}
 	w.RequeueAt = time.Time{}
-	p := w.evictedPriority
-	w.evictedPriority = nil
+	p, updated := w.evictedPriority, w.backoffUpdated && !w.evictedUnset
+	w.evictedPriority, w.backoffUpdated, w.evictedUnset = nil, false, false
 	e.route(w, now)
-	if p != nil && *p != w.Info.Priority && w.queuedIn != "" {
+	switch {
+	case w.queuedIn == "":
+	case p != nil && *p != w.Info.Priority:
 		stale := *w.Info
 		stale.Priority = *p
 		e.queues.Delete(w.queuedIn, key)
 		e.queues.Push(&queue.Entry{Workload: &stale}, true, now)
+	case updated:
+		// Its priority changed during the backoff and is back at the
+		// evicted version's (set in both: an unset priority differs from
+		// 0 in the spec Kueue compares): the update parked the newer version (PushOrUpdate
+		// while the backoff had not expired), and the eviction's copy,
+		// equal to it, replaces it in place, still parked, until
+		// something requeues the cohort's parked workloads.
+		e.queues.Delete(w.queuedIn, key)
+		e.queues.Park(&queue.Entry{Workload: w.Info})
 	}
 	return true
 }

@@ -43,7 +43,7 @@ import (
 // SnapshotVersion is the version of the encoding below. A snapshot of
 // another version is not decoded: the service replays the log instead.
 // Bump it on any change to the encoded types or their meaning.
-const SnapshotVersion = 4
+const SnapshotVersion = 5
 
 // ErrNotQuiet is returned by EncodeSnapshot while the engine holds state
 // the encoding does not represent: a cycle waiting for PodsReady, or
@@ -112,6 +112,8 @@ type snapWorkload struct {
 	CondPending     bool                    `json:"condPending,omitempty"`
 	Listed          bool                    `json:"listed,omitempty"`
 	EvictedPriority *int32                  `json:"evictedPriority,omitempty"`
+	BackoffUpdated  bool                    `json:"backoffUpdated,omitempty"`
+	EvictedUnset    bool                    `json:"evictedUnset,omitempty"`
 	TimedOut        bool                    `json:"timedOut,omitempty"`
 	TimerSeq        uint64                  `json:"timerSeq,omitempty"`
 	FinishedQueued  bool                    `json:"finishedQueued,omitempty"`
@@ -187,7 +189,7 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 			Status: w.Status, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq, Reason: w.Reason,
 			Evictions: w.Evictions, PodsReady: w.PodsReady, RequeueCount: w.RequeueCount, RequeueAt: w.RequeueAt,
 			QueuedIn: w.queuedIn, FinishedIn: w.finishedIn, PublishedReason: w.publishedReason, CondPending: w.condPending,
-			Listed: w.listed, EvictedPriority: w.evictedPriority, TimedOut: w.timedOut, TimerSeq: w.timerSeq,
+			Listed: w.listed, EvictedPriority: w.evictedPriority, BackoffUpdated: w.backoffUpdated, EvictedUnset: w.evictedUnset, TimedOut: w.timedOut, TimerSeq: w.timerSeq,
 			FinishedQueued: e.finishedQueued[k] == w}
 		if a := w.Admission; a != nil {
 			sa := &snapAdmission{ClusterQueue: a.ClusterQueue, PodSets: a.PodSets}
@@ -423,7 +425,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 	w := &Workload{Object: sw.Object, Info: info, AdmittedAt: sw.AdmittedAt, Reason: sw.Reason, Evictions: sw.Evictions,
 		PodsReady: sw.PodsReady, RequeueCount: sw.RequeueCount, RequeueAt: sw.RequeueAt, admissionSeq: sw.AdmissionSeq,
 		queuedIn: sw.QueuedIn, finishedIn: sw.FinishedIn, publishedReason: sw.PublishedReason, condPending: sw.CondPending,
-		listed: sw.Listed, evictedPriority: sw.EvictedPriority, timedOut: sw.TimedOut, timerSeq: sw.TimerSeq}
+		listed: sw.Listed, evictedPriority: sw.EvictedPriority, backoffUpdated: sw.BackoffUpdated, evictedUnset: sw.EvictedUnset, timedOut: sw.TimedOut, timerSeq: sw.TimerSeq}
 	switch sw.Status {
 	case Pending, Finished, Inactive:
 		if sw.Admission != nil {

@@ -304,6 +304,11 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
+	if old := w.Object.Spec.Priority; e.waitingBackoff(w) && !w.backoffUpdated && (old == nil || *old != p) {
+		// The first change of its spec since the eviction: until then
+		// the spec is the evicted version's.
+		w.backoffUpdated, w.evictedUnset = true, old == nil
+	}
 	w.Object.Spec.Priority = &p
 	// The update makes the workload controller drop a finished workload
 	// from its queue.

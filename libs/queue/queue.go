@@ -185,6 +185,15 @@ func (m *Manager) Push(e *Entry, changed bool, now time.Time) {
 	q.heap.upsert(e)
 }
 
+// Park puts a workload among its queue's parked ones, out of the heap
+// (Kueue's inadmissibleWorkloads), until QueueInadmissible or a change
+// moves it back.
+func (m *Manager) Park(e *Entry) {
+	q := m.Queue(e.Workload.ClusterQueue)
+	q.heap.remove(e.Workload.Key)
+	q.parked[e.Workload.Key] = e
+}
+
 // Requeue puts back a head that was not admitted. Whether it goes straight
 // back to the heap or is parked depends on the strategy and the reason
 // (kueue-semantics §4.3).
