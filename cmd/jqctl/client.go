@@ -79,8 +79,7 @@ func (c *client) do(method, path, contentType string, body []byte, out any) erro
 		minSeq = c.lastSeq()
 	}
 	err := c.send(method, path, contentType, body, minSeq, out)
-	var ae *apiError
-	if minSeq > 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && len(ae.Errors) == 1 && ae.Errors[0].Field == headerMinSeq {
+	if minSeq > 0 && staleSeq(err) {
 		// The server's stream ends before the write jqctl remembers: it
 		// is another server now. Forget it and ask again.
 		if err := c.forgetSeq(); err != nil {

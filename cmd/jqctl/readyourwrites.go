@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Read-your-writes across jqctl invocations. Every write the server
@@ -35,6 +37,20 @@ func answerSeq(data []byte) uint64 {
 		seq = max(seq, it.Seq)
 	}
 	return seq
+}
+
+// staleSeq says whether err is the server refusing the JQ-Min-Seq header
+// (a sequence beyond its stream's end), in either error shape: API.md's
+// body names the header as the field; a metav1.Status (every /apis/ read)
+// carries no field, so its message names it first, as ingest renders a
+// field error ("JQ-Min-Seq: N is beyond the stream's last sequence M").
+func staleSeq(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusBadRequest && len(ae.Errors) == 1 && ae.Errors[0].Field == headerMinSeq
+	}
+	var se *statusError
+	return errors.As(err, &se) && se.Code == http.StatusBadRequest && strings.HasPrefix(se.Message, headerMinSeq+": ")
 }
 
 // seqs is the file's content: the last write's sequence per server.
