@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
@@ -289,3 +291,165 @@ func cut(s, sep string) (string, string, bool) {
 	}
 	return s[:i], s[i+len(sep):], true
 }
+
+// TestHistoryRetentionKeepsLiveState runs the projection's retention at
+// the shortest --history-retention the code accepts (1ns: every row and
+// event is older than the cut at every pass) beside the log's at 1 ms,
+// and checks that PostgreSQL drops exactly the ended workloads (deleted,
+// expired) while every live one, pending or admitted, a name submitted
+// again after its deletion or its expiry included, reads back through
+// the HTTP API exactly as before, row and whole history, after passes
+// that pruned; and that the services go on deciding on them.
+func TestHistoryRetentionKeepsLiveState(t *testing.T) {
+	snapshots := []string{"admission-0", "podsready-0"}
+	s := startOpts(t, false, &retention.Options{Retention: time.Millisecond, HistoryRetention: time.Nanosecond,
+		Interval: 50 * time.Millisecond, Snapshots: snapshots, BatchSettle: time.Millisecond})
+	req, _ := http.NewRequest("POST", s.base+"/v1/apply", bytes.NewReader(retentionConfig("4")))
+	req.Header.Set("Content-Type", "application/yaml")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("apply: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for i := range 8 {
+		s.must(http.StatusAccepted, "POST", "/v1/workloads", oneCPU(fmt.Sprintf("w%d", i)))
+	}
+	s.sync()
+	// w7 waits; deleted and submitted again, it waits behind w4..w6.
+	s.must(http.StatusAccepted, "DELETE", "/v1/workloads/team/w7", nil)
+	s.sync()
+	s.must(http.StatusAccepted, "POST", "/v1/workloads", oneCPU("w7"))
+	s.must(http.StatusAccepted, "POST", "/v1/workloads/team/w0/finish", nil)
+	s.must(http.StatusAccepted, "POST", "/v1/workloads/team/w1/finish", nil)
+	s.must(http.StatusAccepted, "DELETE", "/v1/workloads/team/w2", nil)
+	s.waitFor("w0 and w1 expired", func() bool {
+		return s.lastType("w0") == events.WorkloadExpired && s.lastType("w1") == events.WorkloadExpired
+	})
+	// w1's name is free: a new, live workload under it, whose row holds
+	// the expired one's history too until it ends.
+	s.must(http.StatusAccepted, "POST", "/v1/workloads", oneCPU("w1"))
+	// The last to end: once its history is pruned, a pass has dealt with
+	// every end before it (w1's expiry included).
+	s.must(http.StatusAccepted, "POST", "/v1/workloads", oneCPU("last"))
+	s.sync()
+	s.must(http.StatusAccepted, "DELETE", "/v1/workloads/team/last", nil)
+	s.sync()
+
+	status := func() map[string]string {
+		m := map[string]string{}
+		for _, v := range s.workloads() {
+			m[v.Name] = v.Status
+		}
+		return m
+	}
+	// read is a workload as GET /v1/workloads/{ns}/{name} answers.
+	read := func(name string) (int, json.RawMessage) {
+		var body json.RawMessage
+		code := s.call("GET", "/v1/workloads/team/"+name, nil, &body)
+		return code, body
+	}
+	live := []string{"w1", "w3", "w4", "w5", "w6", "w7"}
+	want := map[string]string{"w0": "finished", "w1": "pending", "w3": "admitted", "w4": "admitted", "w5": "admitted",
+		"w6": "admitted", "w7": "pending"}
+	if d := cmp.Diff(want, status()); d != "" {
+		t.Fatalf("workloads before the snapshots exist (-want +got):\n%s", d)
+	}
+	before := map[string]json.RawMessage{}
+	for _, n := range live {
+		code, body := read(n)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", n, code)
+		}
+		before[n] = body
+	}
+	db, err := pgx.Connect(context.Background(), s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	eventsOf := func(names ...string) int {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM workload_events WHERE namespace = 'team' AND name = ANY($1)`,
+			names).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Let the purge, and with it PostgreSQL's pruning, through. Rows and
+	// ended histories go in one transaction with any live row or history
+	// a wrong prune would take: once w0's row and last's history are
+	// gone, a pass has pruned up to every end so far.
+	s.putSnapshots(snapshots, s.streamState().LastSeq)
+	s.waitFor("w0's row and the ended histories pruned", func() bool {
+		code, _ := read("w0")
+		return code == http.StatusNotFound && eventsOf("w0", "w2", "last") == 0
+	})
+	delete(want, "w0")
+	if d := cmp.Diff(want, status()); d != "" {
+		t.Errorf("workloads after pruning (-want +got):\n%s", d)
+	}
+	for _, n := range live {
+		code, body := read(n)
+		if code != http.StatusOK {
+			t.Errorf("GET %s after pruning: %d", n, code)
+			continue
+		}
+		if d := cmp.Diff(before[n], body, transformJSON); d != "" {
+			t.Errorf("%s after pruning (-before +after):\n%s", n, d)
+		}
+	}
+
+	// The deciders go on: w3 finishes, w7 takes its place; w3 expires and
+	// its row goes in a later pass, the others stay as they were.
+	s.must(http.StatusAccepted, "POST", "/v1/workloads/team/w3/finish", nil)
+	s.waitFor("w3 expired", func() bool { return s.lastType("w3") == events.WorkloadExpired })
+	s.sync()
+	s.putSnapshots(snapshots, s.streamState().LastSeq)
+	s.waitFor("w3 pruned", func() bool {
+		code, _ := read("w3")
+		return code == http.StatusNotFound && eventsOf("w3") == 0
+	})
+	want = map[string]string{"w1": "pending", "w4": "admitted", "w5": "admitted", "w6": "admitted", "w7": "admitted"}
+	if d := cmp.Diff(want, status()); d != "" {
+		t.Errorf("workloads after w3's end (-want +got):\n%s", d)
+	}
+	for _, n := range []string{"w1", "w4", "w5", "w6"} {
+		if _, body := read(n); !cmp.Equal(before[n], body, transformJSON) {
+			t.Errorf("%s changed after a second prune:\n%s\nwas\n%s", n, body, before[n])
+		}
+	}
+	// w7's history is what it was (its deleted incarnation's included),
+	// then its admission.
+	type history struct {
+		Events []struct {
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	types := func(b json.RawMessage) []string {
+		var h history
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range h.Events {
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	_, body := read("w7")
+	was, is := types(before["w7"]), types(body)
+	if !slices.Contains(was, string(events.WorkloadDeleted)) || len(is) <= len(was) || !slices.Equal(is[:len(was)], was) ||
+		!slices.Contains(is[len(was):], string(events.QuotaReserved)) {
+		t.Errorf("w7's history after pruning: %v; want %v (with its deletion), then its admission", is, was)
+	}
+}
+
+// transformJSON compares JSON documents by value.
+var transformJSON = cmp.Transformer("json", func(b json.RawMessage) any {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return string(b)
+	}
+	return v
+})
