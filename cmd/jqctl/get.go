@@ -127,7 +127,9 @@ func getCmd(stdout io.Writer) *cobra.Command {
 PriorityClasses, the Configuration and Workloads as Kueue's objects, status
 included, as kubectl would: a table (-o wide for more columns), or -o json,
 yaml, name, jsonpath=..., go-template=..., custom-columns=... . -w follows
-changes as the server pushes them.`,
+changes as the server pushes them.
+
+` + watchNote,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeObjects,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -206,6 +208,32 @@ func runGet(cmd *cobra.Command, stdout io.Writer, k kind, names []string, sel *s
 	return follow(cmd, stdout, c, k, ns, q, out, withNS, !watchOnly)
 }
 
+// watchNote is the help text's word on a watch the server ends.
+const watchNote = `A watch the server ends with an ERROR event (410 Expired when jqctl falls
+more than 256 events behind) prints the server's message to stderr and
+exits non-zero, as kubectl does; run the command again to list afresh.`
+
+// watchEvent is one event of a watch stream.
+type watchEvent struct {
+	Type   string         `json:"type"`
+	Object map[string]any `json:"object"`
+}
+
+// ended is the error an ERROR event ends a watch with: its object is a
+// metav1.Status, not a watched object (410 Expired when the watch fell
+// too far behind), nil for any other event.
+func (ev watchEvent) ended() error {
+	if ev.Type != "ERROR" {
+		return nil
+	}
+	code, _ := ev.Object["code"].(float64)
+	msg, _ := ev.Object["message"].(string)
+	if reason, _ := ev.Object["reason"].(string); reason != "" {
+		msg = reason + ": " + msg
+	}
+	return fmt.Errorf("the server ended the watch: %w", &statusError{Code: int(code), Message: msg})
+}
+
 // follow prints each event of a watch as it arrives: a table row (no
 // header once one was printed), or the object in the chosen format.
 func follow(cmd *cobra.Command, stdout io.Writer, c *client, k kind, ns string, q url.Values, out *output, withNS, headerDone bool) error {
@@ -216,14 +244,14 @@ func follow(cmd *cobra.Command, stdout io.Writer, c *client, k kind, ns string, 
 	defer body.Close()
 	dec := json.NewDecoder(body)
 	for {
-		var ev struct {
-			Type   string         `json:"type"`
-			Object map[string]any `json:"object"`
-		}
+		var ev watchEvent
 		if err := dec.Decode(&ev); err != nil {
 			if err == io.EOF || cmd.Context().Err() != nil {
 				return nil
 			}
+			return err
+		}
+		if err := ev.ended(); err != nil {
 			return err
 		}
 		u := &unstructured.Unstructured{Object: ev.Object}

@@ -423,6 +423,7 @@ func watchCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print every workload as it is now, then every change as it happens (the server pushes them)",
+		Long:  "Print every workload as it is now, then every change as it happens (the server pushes them).\n\n" + watchNote,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := newClient(cmd)
@@ -434,14 +435,14 @@ func watchCmd(stdout io.Writer) *cobra.Command {
 			defer body.Close()
 			dec := json.NewDecoder(body)
 			for {
-				var ev struct {
-					Type   string         `json:"type"`
-					Object map[string]any `json:"object"`
-				}
+				var ev watchEvent
 				if err := dec.Decode(&ev); err != nil {
 					if err == io.EOF || cmd.Context().Err() != nil {
 						return nil
 					}
+					return err
+				}
+				if err := ev.ended(); err != nil {
 					return err
 				}
 				u := &unstructured.Unstructured{Object: ev.Object}
