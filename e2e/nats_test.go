@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -217,3 +219,102 @@ func TestFullSubmitStreamRefusesNotDrops(t *testing.T) {
 		t.Errorf("the refused submission is in the log %d times", got)
 	}
 }
+
+// TestFullSubmitStreamRefusesBytesNotDrops: JQ_SUBMIT holds at most
+// --submit-max-bytes of waiting submissions. With ingest down, a
+// submission that would take the stream past it is refused to its
+// submitter (a JetStream error, not a silent drop) while the message
+// limit is far off; a smaller one still fits; every acknowledged
+// submission is submitted once ingest is back, the refused one is not,
+// and it is taken when sent again into the drained stream.
+func TestFullSubmitStreamRefusesBytesNotDrops(t *testing.T) {
+	const maxBytes = 4096
+	srv := testenv.NATS(t)
+	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), submit: &ingest.SubmitLimits{MaxMsgs: 1000, MaxBytes: maxBytes}}
+	t.Cleanup(s.close)
+	s.stopAdmission = s.startAdmission("a")
+	s.stopIngest = s.startIngest()
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte(restartWorld))
+	s.stopIngest()
+	nc := s.natsConn()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, ingest.SubmitStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() jetstream.StreamState {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State
+	}
+	// publish sends a durable submission whose workload carries pad bytes
+	// of annotation.
+	publish := func(name string, pad int) error {
+		m := nats.NewMsg(ingest.SubmitSubjectOf("ns", name))
+		m.Header.Set(events.HeaderSpecVersion, "1.0")
+		m.Header.Set(events.HeaderID, name)
+		m.Header.Set(events.HeaderType, ingest.SubmitType)
+		m.Header.Set(events.HeaderSource, "test")
+		m.Data = fmt.Appendf(nil, `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":"ns","annotations":{"pad":%q}},
+ "spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`,
+			name, strings.Repeat("x", pad))
+		_, err := js.PublishMsg(ctx, m)
+		return err
+	}
+	for i := range 3 {
+		if err := publish(fmt.Sprintf("small-%d", i), 0); err != nil {
+			t.Fatalf("small submission %d refused: %v", i, err)
+		}
+	}
+	used := waiting().Bytes
+	// Its body alone is the room left: with subject and headers it does
+	// not fit, though it would in an empty stream.
+	pad := int(maxBytes - used)
+	if used == 0 || used > maxBytes/2 {
+		t.Fatalf("three small submissions take %d bytes of %d", used, maxBytes)
+	}
+	err = publish("big", pad)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsStreamStoreFailed {
+		t.Fatalf("a submission past --submit-max-bytes: %v, want JetStream's refusal (error code %d)", err, jsStreamStoreFailed)
+	}
+	if got := waiting(); got.Msgs != 3 || got.Bytes != used {
+		t.Errorf("JQ_SUBMIT after the refusal: %d messages, %d bytes; want 3, %d", got.Msgs, got.Bytes, used)
+	}
+	if err := publish("small-3", 0); err != nil {
+		t.Fatalf("a small submission after the refusal: %v", err)
+	}
+	s.startIngest()
+	want := map[string]int{"ns/small-0": 1, "ns/small-1": 1, "ns/small-2": 1, "ns/small-3": 1}
+	poll(t, "the four taken submissions in the log", func() error {
+		if got := s.eventsPerWorkload(events.WorkloadSubmitted); !maps.Equal(got, want) {
+			return fmt.Errorf("submitted %v, want %v", got, want)
+		}
+		return nil
+	})
+	poll(t, "JQ_SUBMIT drained", func() error {
+		if got := waiting(); got.Msgs != 0 {
+			return fmt.Errorf("%d waiting", got.Msgs)
+		}
+		return nil
+	})
+	// The submitter, told, sends it again: the drained stream takes it.
+	if err := publish("big", pad); err != nil {
+		t.Fatalf("the refused submission sent again into the drained stream: %v", err)
+	}
+	want["ns/big"] = 1
+	poll(t, "the resent submission in the log", func() error {
+		if got := s.eventsPerWorkload(events.WorkloadSubmitted); !maps.Equal(got, want) {
+			return fmt.Errorf("submitted %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// jsStreamStoreFailed is nats-server's JSStreamStoreFailedF, its answer to
+// a publish that a DiscardNew stream's limits refuse.
+const jsStreamStoreFailed jetstream.ErrorCode = 10077
