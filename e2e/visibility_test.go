@@ -164,4 +164,41 @@ func TestVisibilityAsKueueServesIt(t *testing.T) {
 			t.Errorf("%s: details %+v", c.path, st.Details)
 		}
 	}
+
+	// A stopped LocalQueue's workloads are in no queue (the engine holds
+	// them out; Kueue drops them from its queues): neither listed nor
+	// counted in another's position, whether stopped by Hold or
+	// HoldAndDrain.
+	s.must(http.StatusOK, "POST", "/v1/apply", []byte("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: other, namespace: ns}\nspec: {clusterQueue: cq}\n"))
+	s.must(http.StatusAccepted, "POST", "/v1/workloads", []byte(strings.Replace(string(cpuWorkload("o0")), `"queueName":"lq"`, `"queueName":"other"`, 1)))
+	s.sync()
+	positions := func(path string) []string {
+		t.Helper()
+		got, err := s.rawGet(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var out []string
+		for _, it := range got.Items {
+			out = append(out, fmt.Sprintf("%s/%s %d %d", it.LocalQueueName, it.Name, it.PositionInClusterQueue, it.PositionInLocalQueue))
+		}
+		return out
+	}
+	lqPath := "/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/ns/localqueues/lq/pendingworkloads"
+	if d := cmp.Diff([]string{"lq/w2 0 0", "lq/w0 1 1", "other/o0 2 0"}, positions(base)); d != "" {
+		t.Errorf("two LocalQueues running (-want,+got):\n%s", d)
+	}
+	for _, policy := range []string{"Hold", "HoldAndDrain"} {
+		s.must(http.StatusOK, "POST", "/v1/apply", []byte("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: cq, stopPolicy: "+policy+"}\n"))
+		s.sync()
+		// Under Hold, w1 keeps the cpu and o0 waits first in line; under
+		// HoldAndDrain, w1 is evicted and held, and o0 takes the cpu.
+		want := map[string][]string{"Hold": {"other/o0 0 0"}, "HoldAndDrain": nil}[policy]
+		if d := cmp.Diff(want, positions(base)); d != "" {
+			t.Errorf("lq stopped by %s: ClusterQueue's list (-want,+got):\n%s", policy, d)
+		}
+		if got := positions(lqPath); len(got) != 0 {
+			t.Errorf("lq stopped by %s: its own list %v, want none", policy, got)
+		}
+	}
 }

@@ -93,14 +93,19 @@ type PendingWorkload struct {
 // PendingWorkloads lists a ClusterQueue's pending workloads in queue order
 // with their positions (Kueue's visibility API), optionally only those of
 // one LocalQueue: offset and limit then count within the LocalQueue, as
-// Kueue's do.
+// Kueue's do. A stopped LocalQueue's (spec.stopPolicy Hold or
+// HoldAndDrain) are in no queue, as the engine holds them out and Kueue
+// drops them from its queues: they are neither listed nor counted in
+// anyone's position.
 func (s *Store) PendingWorkloads(ctx context.Context, clusterQueue, namespace, localQueue string, limit, offset int) ([]PendingWorkload, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT namespace, name, created_at, priority, local_queue, pos_cq, pos_lq FROM (
 			SELECT namespace, name, created_at, priority, local_queue,
 			       row_number() OVER (ORDER BY `+queueOrder+`) - 1 AS pos_cq,
 			       row_number() OVER (PARTITION BY namespace, local_queue ORDER BY `+queueOrder+`) - 1 AS pos_lq
-			FROM workloads WHERE status = 'pending' AND requeue_at IS NULL AND cluster_queue = $1) q
+			FROM workloads w WHERE status = 'pending' AND requeue_at IS NULL AND cluster_queue = $1
+			  AND NOT EXISTS (SELECT 1 FROM config_objects lq WHERE lq.kind = 'LocalQueue' AND lq.namespace = w.namespace
+			                  AND lq.name = w.local_queue AND lq.object->'spec'->>'stopPolicy' IN ('Hold', 'HoldAndDrain'))) q
 		WHERE ($2 = '' OR (namespace = $2 AND local_queue = $3))
 		ORDER BY pos_cq LIMIT $4 OFFSET $5`, clusterQueue, namespace, localQueue, limit, offset)
 	if err != nil {
