@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -38,6 +39,7 @@ func everything(t *testing.T) (*prometheus.Registry, *Admission) {
 	sm.Failures.Inc()
 	sm.Seq.Set(7)
 	sm.Bytes.Set(100)
+	sm.Taken(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	two := int64(2000)
 	m.SetStats(engine.Stats{
 		ClusterQueues: []engine.ClusterQueueStats{

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,6 +22,45 @@ type Snapshot struct {
 	// RestoreSeconds is how long the last restore took, by phase: load
 	// (check, download, decompress) and decode (the decider's state).
 	RestoreSeconds *prometheus.GaugeVec
+	// Age is jetqueue_snapshot_age_seconds: at each scrape, the seconds
+	// since the newest snapshot this instance wrote or restored was
+	// written (Taken), by Age.Now; absent before the first.
+	Age *SnapshotAge
+}
+
+// Taken records when the newest snapshot this instance wrote or restored
+// was written: a write passes the time it wrote, a restore the restored
+// object's (so a restart does not make an old snapshot look new).
+func (m *Snapshot) Taken(at time.Time) {
+	m.Age.mu.Lock()
+	defer m.Age.mu.Unlock()
+	m.Age.at = at
+}
+
+// SnapshotAge is the collector of jetqueue_snapshot_age_seconds: an age
+// grows between snapshots, so it is computed when scraped.
+type SnapshotAge struct {
+	desc *prometheus.Desc
+	// Now is the clock of a scrape; nil means time.Now.
+	Now func() time.Time
+	mu  sync.Mutex
+	at  time.Time
+}
+
+func (a *SnapshotAge) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
+
+func (a *SnapshotAge) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	at := a.at
+	a.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, max(now().Sub(at).Seconds(), 0))
 }
 
 // NewSnapshot registers a service's snapshot metrics on r (nil: none). A
@@ -42,9 +83,11 @@ func NewSnapshot(r prometheus.Registerer, service string) *Snapshot {
 			Help: "Compressed size in bytes of the newest snapshot this instance wrote or restored."}),
 		RestoreSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jetqueue_snapshot_restore_seconds", ConstLabels: l,
 			Help: "How long this instance's last snapshot restore took, by phase: load (check, download, decompress), decode (rebuild the state)."}, []string{"phase"}),
+		Age: &SnapshotAge{desc: prometheus.NewDesc("jetqueue_snapshot_age_seconds",
+			"Seconds since the newest snapshot this instance wrote or restored was taken.", nil, l)},
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes, m.RestoreSeconds} {
+		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes, m.RestoreSeconds, m.Age} {
 			if err := r.Register(c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {

@@ -76,6 +76,9 @@ type Snapshot struct {
 	Seq     uint64
 	Version int
 	Payload []byte
+	// At is when it was written (the object's modification time; zero
+	// when not read from the bucket).
+	At time.Time
 }
 
 // Metrics are a decider's snapshot metrics, defined with every other
@@ -251,7 +254,7 @@ func (s *Store) Load(ctx context.Context) (*Snapshot, error) {
 	}
 	s.metrics.RestoreSeconds.WithLabelValues(PhaseLoad).Set(time.Since(start).Seconds())
 	s.metrics.Bytes.Set(float64(len(compressed)))
-	return &Snapshot{Seq: seq, Version: version, Payload: payload}, nil
+	return &Snapshot{Seq: seq, Version: version, Payload: payload, At: info.ModTime}, nil
 }
 
 // readAll reads r to its end into a buffer of capacity size (a hint).
@@ -304,6 +307,11 @@ func (s *Store) Restore(ctx context.Context, decode func(*Snapshot) error) uint6
 	}
 	s.metrics.Restores.Inc()
 	s.metrics.Seq.Set(float64(snap.Seq))
+	if at := snap.At; !at.IsZero() {
+		s.metrics.Taken(at)
+	} else {
+		s.metrics.Taken(time.Now())
+	}
 	s.log.Info("restored a snapshot", zap.String("object", Bucket+"/"+s.name), zap.Uint64("seq", snap.Seq))
 	return snap.Seq
 }
@@ -344,6 +352,7 @@ func (s *Store) Save(ctx context.Context, seq uint64, payload []byte) error {
 	}
 	s.metrics.Writes.Inc()
 	s.metrics.Seq.Set(float64(seq))
+	s.metrics.Taken(time.Now())
 	s.metrics.Bytes.Set(float64(n))
 	s.log.Info("wrote a snapshot", zap.String("object", Bucket+"/"+s.name), zap.Uint64("seq", seq), zap.Int("bytes", n))
 	return nil

@@ -93,6 +93,14 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if n := testutil.ToFloat64(m.Writes); n != 1 {
 		t.Fatalf("writes = %v, want 1", n)
 	}
+	// A restored snapshot is as old as its write: the object's time.
+	if !got.At.Equal(info.ModTime) || got.At.IsZero() {
+		t.Errorf("restored snapshot written at %v, the object's time is %v", got.At, info.ModTime)
+	}
+	m.Age.Now = func() time.Time { return info.ModTime.Add(time.Minute) }
+	if age := testutil.ToFloat64(m.Age); age != 60 {
+		t.Errorf("jetqueue_snapshot_age_seconds = %v a minute after the write, want 60", age)
+	}
 	// A snapshot never goes back: an older one is not stored.
 	if err := s.Save(ctx, 2, []byte("old")); err != nil {
 		t.Fatal(err)
