@@ -25,10 +25,19 @@ import (
 //     v1beta1 form and is refused);
 //   - Workload spec.priorityClassRef {group, kind, name} is v1beta1's
 //     priorityClassName and priorityClassSource;
-//   - ResourceFlavor, LocalQueue and WorkloadPriorityClass keep their shape.
+//   - ResourceFlavor, LocalQueue and WorkloadPriorityClass keep their shape;
+//   - a config.kueue.x-k8s.io/v1beta2 Configuration has no
+//     waitForPodsReady.enable: the block being there enables it, and its
+//     timeout is a value, not a pointer (Kueue apis/config/v1beta2
+//     configuration_types.go). An absent timeout takes jetqueue's default.
+//     waitForPodsReady.recoveryTimeout, fairSharing and
+//     admissionFairSharing are refused by name (laterKueueFields).
 
 // KueueV1beta2APIVersion is current Kueue's storage version.
 const KueueV1beta2APIVersion = "kueue.x-k8s.io/v1beta2"
+
+// ConfigV1beta2APIVersion is current Kueue's Configuration version.
+const ConfigV1beta2APIVersion = "config.kueue.x-k8s.io/v1beta2"
 
 // Kueue v1beta2's FlavorFungibility value that replaced Borrow and Preempt.
 const FungibilityMayStopSearch FlavorFungibilityPolicy = "MayStopSearch"
@@ -38,6 +47,17 @@ const (
 	priorityGroupWorkload = "kueue.x-k8s.io"
 	priorityGroupPod      = "scheduling.k8s.io"
 )
+
+type configurationV1beta2 struct {
+	metav1.TypeMeta  `json:",inline"`
+	WaitForPodsReady *waitForPodsReadyV1beta2 `json:"waitForPodsReady,omitempty"`
+}
+
+type waitForPodsReadyV1beta2 struct {
+	Timeout           metav1.Duration    `json:"timeout"`
+	BlockAdmission    *bool              `json:"blockAdmission,omitempty"`
+	RequeuingStrategy *RequeuingStrategy `json:"requeuingStrategy,omitempty"`
+}
 
 type clusterQueueV1beta2 struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -89,6 +109,9 @@ type priorityClassRef struct {
 // into; convert turns it into jetqueue's object. ok is false for a kind or
 // apiVersion jetqueue does not take.
 func decodeTarget(kind, apiVersion string) (target any, ok bool) {
+	if kind == KindConfiguration && apiVersion == ConfigV1beta2APIVersion {
+		return &configurationV1beta2{}, true
+	}
 	if apiVersion == KueueV1beta2APIVersion {
 		switch kind {
 		case KindClusterQueue:
@@ -115,6 +138,16 @@ func acceptsAPIVersion(kind, apiVersion string) bool {
 // convert turns a decoded target into jetqueue's (v1beta1) object.
 func convert(target any) (Object, *field.Error) {
 	switch t := target.(type) {
+	case *configurationV1beta2:
+		c := &Configuration{TypeMeta: metav1.TypeMeta{APIVersion: ConfigAPIVersion, Kind: KindConfiguration}}
+		if w := t.WaitForPodsReady; w != nil {
+			c.WaitForPodsReady = &WaitForPodsReady{Enable: true, BlockAdmission: w.BlockAdmission, RequeuingStrategy: w.RequeuingStrategy}
+			if w.Timeout != (metav1.Duration{}) {
+				timeout := w.Timeout
+				c.WaitForPodsReady.Timeout = &timeout
+			}
+		}
+		return c, nil
 	case *clusterQueueV1beta2:
 		s := t.Spec
 		cq := &ClusterQueue{ObjectMeta: t.ObjectMeta, Spec: ClusterQueueSpec{
@@ -204,6 +237,11 @@ var laterKueueFields = map[string]map[string]string{
 	KindResourceFlavor: {
 		"spec.topologyName": "topology-aware scheduling",
 	},
+	KindConfiguration: {
+		"waitForPodsReady.recoveryTimeout": "PodsReady recovery timeout",
+		"fairSharing":                      "fair sharing",
+		"admissionFairSharing":             "admission fair sharing",
+	},
 	KindWorkload: {
 		"spec.maximumExecutionTimeSeconds": "maximum execution time",
 		"spec.preemptionGates":             "preemption gates",
@@ -234,6 +272,9 @@ func laterKueueField(kind, path string) string {
 // supportedAPIVersions lists, quoted, the apiVersions kind is taken at.
 func supportedAPIVersions(kind string) string {
 	want := kindAPIVersion[kind]
+	if kind == KindConfiguration {
+		return fmt.Sprintf("%q, %q", ConfigAPIVersion, ConfigV1beta2APIVersion)
+	}
 	if want == KueueAPIVersion {
 		return fmt.Sprintf("%q, %q", KueueAPIVersion, KueueV1beta2APIVersion)
 	}

@@ -123,3 +123,67 @@ func TestDefaultNamespace(t *testing.T) {
 		t.Error("a LocalQueue without namespace and without a default must stay invalid")
 	}
 }
+
+// TestConfigurationV1beta2 takes current Kueue's config.kueue.x-k8s.io/v1beta2
+// Configuration: it converts to the v1beta1 document written by hand (the
+// waitForPodsReady block enables it, v1beta2 has no enable), and a field
+// jetqueue cannot map is refused by name.
+func TestConfigurationV1beta2(t *testing.T) {
+	const head = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+	const v1beta1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+	for _, tc := range []struct{ name, v1beta2, v1beta1 string }{
+		{"waitForPodsReady",
+			head + "waitForPodsReady:\n  timeout: 10m\n  blockAdmission: true\n  requeuingStrategy: {timestamp: Creation, backoffLimitCount: 5, backoffBaseSeconds: 10, backoffMaxSeconds: 100}\n",
+			v1beta1 + "waitForPodsReady:\n  enable: true\n  timeout: 10m\n  blockAdmission: true\n  requeuingStrategy: {timestamp: Creation, backoffLimitCount: 5, backoffBaseSeconds: 10, backoffMaxSeconds: 100}\n"},
+		{"an empty block enables it with the default timeout",
+			head + "waitForPodsReady: {}\n", v1beta1 + "waitForPodsReady: {enable: true}\n"},
+		{"no waitForPodsReady", head, v1beta1},
+		{"exported metadata is dropped", head + "metadata: {name: default}\nwaitForPodsReady: {timeout: 1m}\n",
+			v1beta1 + "waitForPodsReady: {enable: true, timeout: 1m}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := decodeReference([]byte(tc.v1beta1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range []struct {
+				name string
+				fn   func([]byte) ([]Object, error)
+			}{{"Decode", Decode}, {"reference", decodeReference}} {
+				got, err := path.fn([]byte(tc.v1beta2))
+				if err != nil {
+					t.Fatalf("%s: %v", path.name, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-v1beta1 +converted):\n%s", path.name, diff)
+				}
+				if err := Validate(got[0]); err != nil {
+					t.Errorf("%s: %v", path.name, err)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, data string
+		want       []FieldError
+	}{
+		{"recoveryTimeout", head + "waitForPodsReady: {timeout: 5m, recoveryTimeout: 3m}\n",
+			[]FieldError{{"Configuration", "waitForPodsReady.recoveryTimeout", "document 1: waitForPodsReady.recoveryTimeout is a field of Kueue releases after v0.6 (PodsReady recovery timeout) that jetqueue does not implement"}}},
+		{"fairSharing", head + "fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare]}\n",
+			[]FieldError{{"Configuration", "fairSharing", "document 1: fairSharing is a field of Kueue releases after v0.6 (fair sharing) that jetqueue does not implement"}}},
+		{"admissionFairSharing", head + "admissionFairSharing: {usageHalfLifeTime: 1h, usageSamplingInterval: 5m}\n",
+			[]FieldError{{"Configuration", "admissionFairSharing", "document 1: admissionFairSharing is a field of Kueue releases after v0.6 (admission fair sharing) that jetqueue does not implement"}}},
+		{"v1beta1's enable is not a v1beta2 field", head + "waitForPodsReady: {enable: true}\n",
+			[]FieldError{{"Configuration", "waitForPodsReady.enable", `document 1: unknown field "waitForPodsReady.enable"; jetqueue implements only waitForPodsReady of Kueue's Configuration`}}},
+		{"another version", "apiVersion: config.kueue.x-k8s.io/v1alpha1\nkind: Configuration\n",
+			[]FieldError{{"Configuration", "apiVersion", `document 1: Unsupported value: "config.kueue.x-k8s.io/v1alpha1": supported values: "config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2" (for kind Configuration)`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Decode([]byte(tc.data))
+			if len(objs) != 0 {
+				t.Errorf("got objects %v", refs(objs))
+			}
+			diffErrors(t, tc.want, err)
+		})
+	}
+}
