@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/jetqueue/jetqueue/libs/engine"
@@ -83,8 +84,10 @@ type Admission struct {
 	// counts it, but only the lease holder exports them, so that Kueue's
 	// queries, which sum over targets, count each workload once.
 	leading atomic.Bool
-	stats   atomic.Pointer[engine.Stats]
-	g       gauges
+	// shard is which admission shard this instance is (nil: the only one).
+	shard atomic.Pointer[engine.Shard]
+	stats atomic.Pointer[engine.Stats]
+	g     gauges
 }
 
 // NewAdmission creates the admission service's metrics and registers them
@@ -121,7 +124,7 @@ func NewAdmission(r prometheus.Registerer) *Admission {
 		g: newGauges(),
 	}
 	if r != nil {
-		r.MustRegister(m.applied, &leaderOnly{leading: &m.leading, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
+		r.MustRegister(m.applied, &leaderOnly{leading: &m.leading, owner: m.owner, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
 			m.quotaReserved, m.admitted, m.quotaReservedWait, m.admittedWait, m.lqQuotaReserved, m.lqAdmitted, m.lqQuotaReservedWait,
 			m.lqAdmWait, m.evicted, m.lqEvicted, m.preempted, (*stateCollector)(m)}})
 	}
@@ -131,9 +134,88 @@ func NewAdmission(r prometheus.Registerer) *Admission {
 // SetLeading says whether this instance holds admission's lease.
 func (m *Admission) SetLeading(ok bool) { m.leading.Store(ok) }
 
-// leaderOnly collects its collectors only while leading.
+// SetShard says this instance is admission shard index of count. With
+// more than one shard, every shard counts the whole log, so each exports
+// Kueue's series only for what its own trees hold: a series labelled by
+// a ClusterQueue (cluster_queue, preempting_cluster_queue) when the
+// ClusterQueue's cohort tree is the shard's (engine.TreeOwner), one of a
+// LocalQueue (name, namespace) when its ClusterQueue's tree is. Every
+// shard reads the same log, so each series is exported by exactly one
+// shard and a sum over shards counts each workload once; a series moves
+// with its tree, carrying the whole log's count. admission_attempts_*,
+// which count the shard's own cycles, are exported by every shard.
+func (m *Admission) SetShard(index, count int) {
+	m.shard.Store(&engine.Shard{Index: index, Count: count})
+}
+
+// owner decides which series this shard exports, from the last Stats
+// (ClusterQueue → cohort, LocalQueue → ClusterQueue); nil exports all.
+func (m *Admission) owner() *owner {
+	sh := m.shard.Load()
+	if sh == nil || sh.Count <= 1 {
+		return nil
+	}
+	o := &owner{shard: *sh, cohorts: map[string]string{}, localQueues: map[[2]string]string{}}
+	if st := m.stats.Load(); st != nil {
+		for _, cq := range st.ClusterQueues {
+			o.cohorts[cq.Name] = cq.Cohort
+		}
+		for _, lq := range st.LocalQueues {
+			o.localQueues[[2]string{lq.Namespace, lq.Name}] = lq.ClusterQueue
+		}
+	}
+	return o
+}
+
+// owner is one shard's share of Kueue's series. A ClusterQueue no longer
+// configured is owned by its name (as a standalone one), a LocalQueue no
+// longer configured by its namespace/name: the same on every shard.
+type owner struct {
+	shard       engine.Shard
+	cohorts     map[string]string
+	localQueues map[[2]string]string
+}
+
+func (o *owner) clusterQueue(cq string) bool {
+	return engine.TreeOwner(o.cohorts[cq], cq, o.shard.Count) == o.shard.Index
+}
+
+func (o *owner) localQueue(namespace, name string) bool {
+	if cq, ok := o.localQueues[[2]string{namespace, name}]; ok {
+		return o.clusterQueue(cq)
+	}
+	return engine.TreeOwner("", namespace+"/"+name, o.shard.Count) == o.shard.Index
+}
+
+// owns reports whether this shard exports series m.
+func (o *owner) owns(m prometheus.Metric) bool {
+	var d dto.Metric
+	if m.Write(&d) != nil {
+		return true
+	}
+	var ns, name string
+	lq := false
+	for _, l := range d.Label {
+		switch l.GetName() {
+		case "cluster_queue", "preempting_cluster_queue":
+			return o.clusterQueue(l.GetValue())
+		case "namespace":
+			ns, lq = l.GetValue(), true
+		case "name":
+			name, lq = l.GetValue(), true
+		}
+	}
+	if lq {
+		return o.localQueue(ns, name)
+	}
+	return true
+}
+
+// leaderOnly collects its collectors only while leading, and of those
+// only the series this shard owns.
 type leaderOnly struct {
 	leading *atomic.Bool
+	owner   func() *owner
 	inner   []prometheus.Collector
 }
 
@@ -147,8 +229,22 @@ func (l *leaderOnly) Collect(ch chan<- prometheus.Metric) {
 	if !l.leading.Load() {
 		return
 	}
+	o := l.owner()
 	for _, c := range l.inner {
-		c.Collect(ch)
+		if o == nil {
+			c.Collect(ch)
+			continue
+		}
+		all := make(chan prometheus.Metric)
+		go func() {
+			c.Collect(all)
+			close(all)
+		}()
+		for m := range all {
+			if o.owns(m) {
+				ch <- m
+			}
+		}
 	}
 }
 

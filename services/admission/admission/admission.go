@@ -196,6 +196,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	}
 	s := &Service{cfg: cfg, log: rt.Log, rt: rt, js: js, leader: leader, batch: 512, manual: manual,
 		m: metrics.NewAdmission(rt.Registry), shard: shard, shards: max(cfg.Shards, 1)}
+	s.m.SetShard(s.shard, s.shards)
 	if s.progress, err = bus.NewProgress(ctx, js, bus.ProgressName("admission", shard)); err != nil {
 		return err
 	}
