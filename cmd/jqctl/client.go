@@ -59,6 +59,26 @@ func (e *apiError) Error() string {
 type statusError struct {
 	Code    int
 	Message string
+	// Fields are the fields its causes name.
+	Fields []string
+}
+
+// kubeStatus is the part of a metav1.Status jqctl reads.
+type kubeStatus struct {
+	Kind, Message string
+	Details       *struct {
+		Causes []struct{ Field string }
+	}
+}
+
+func (st *kubeStatus) error(code int) *statusError {
+	e := &statusError{Code: code, Message: st.Message}
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			e.Fields = append(e.Fields, c.Field)
+		}
+	}
+	return e
 }
 
 func (e *statusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
@@ -113,10 +133,10 @@ func (c *client) send(method, path, contentType string, body []byte, minSeq uint
 		return err
 	}
 	if resp.StatusCode >= 400 {
-		var st struct{ Kind, Message string }
+		var st kubeStatus
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
 			// A Kubernetes-style API's metav1.Status (everything under /apis/).
-			return &statusError{Code: resp.StatusCode, Message: st.Message}
+			return st.error(resp.StatusCode)
 		}
 		e := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {
@@ -151,9 +171,9 @@ func (c *client) stream(ctx context.Context, path string) (io.ReadCloser, error)
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var st struct{ Kind, Message string }
+		var st kubeStatus
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
-			return nil, &statusError{Code: resp.StatusCode, Message: st.Message}
+			return nil, st.error(resp.StatusCode)
 		}
 		e := &apiError{Status: resp.StatusCode}
 		if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 )
 
 // Read-your-writes across jqctl invocations. Every write the server
@@ -41,16 +41,15 @@ func answerSeq(data []byte) uint64 {
 
 // staleSeq says whether err is the server refusing the JQ-Min-Seq header
 // (a sequence beyond its stream's end), in either error shape: API.md's
-// body names the header as the field; a metav1.Status (every /apis/ read)
-// carries no field, so its message names it first, as ingest renders a
-// field error ("JQ-Min-Seq: N is beyond the stream's last sequence M").
+// body names the header as the field, a metav1.Status (every /apis/ read)
+// as its cause's field.
 func staleSeq(err error) bool {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae.Status == http.StatusBadRequest && len(ae.Errors) == 1 && ae.Errors[0].Field == headerMinSeq
 	}
 	var se *statusError
-	return errors.As(err, &se) && se.Code == http.StatusBadRequest && strings.HasPrefix(se.Message, headerMinSeq+": ")
+	return errors.As(err, &se) && se.Code == http.StatusBadRequest && slices.Equal(se.Fields, []string{headerMinSeq})
 }
 
 // seqs is the file's content: the last write's sequence per server.

@@ -190,8 +190,19 @@ func asStatus(err error, he *httpError, requestID string) metav1.Status {
 	case http.StatusGatewayTimeout:
 		reason = metav1.StatusReasonTimeout
 	}
-	return metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+	st := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 		Message: msg, Reason: reason, Code: int32(he.status)}
+	// Each error naming a field is a cause, as the API server lists an
+	// invalid object's fields, so clients read the field, not the text.
+	for _, e := range he.errs {
+		if e.Field != "" {
+			if st.Details == nil {
+				st.Details = &metav1.StatusDetails{}
+			}
+			st.Details.Causes = append(st.Details.Causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: e.Field, Message: e.Message})
+		}
+	}
+	return st
 }
 
 // fromAPIStatus turns a Kubernetes API error into the service's error
