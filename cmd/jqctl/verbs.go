@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetqueue/jetqueue/libs/quota"
@@ -211,6 +212,14 @@ func describeCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if output != "" {
+				// The Kueue Workload, as get -o json|yaml prints it.
+				k, err := lookupKind("workload")
+				if err != nil {
+					return err
+				}
+				return describeObject(cmd, stdout, k, ns, name, output)
+			}
 			var out struct {
 				workloadView
 				Events []struct {
@@ -222,9 +231,6 @@ func describeCmd(stdout io.Writer) *cobra.Command {
 			}
 			if err := newClient(cmd).do("GET", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name), "", nil, &out); err != nil {
 				return err
-			}
-			if output != "" {
-				return printData(stdout, out, output)
 			}
 			v := out.workloadView
 			fmt.Fprintf(stdout, "Name:          %s/%s\nLocalQueue:    %s\nClusterQueue:  %s\nPriority:      %d\nStatus:        %s\nFlavors:       %s\nEvictions:     %d\n",
@@ -241,9 +247,24 @@ func describeCmd(stdout io.Writer) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml instead of text: the Kueue object, as get -o json|yaml prints it")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the namespace of a namespaced object")
 	return cmd
+}
+
+// printAsGet prints one object read from its /apis/ path as get -o
+// json|yaml prints it: the same object through the same printer.
+func printAsGet(w io.Writer, u *unstructured.Unstructured, format string) error {
+	if format != "json" && format != "yaml" {
+		return fmt.Errorf("describe -o %q: json or yaml", format)
+	}
+	f := genericclioptions.NewPrintFlags("")
+	f.OutputFormat = &format
+	p, err := f.ToPrinter()
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(u, w)
 }
 
 func actionCmd(stdout io.Writer, verb, short string) *cobra.Command {
@@ -490,7 +511,7 @@ func describeObject(cmd *cobra.Command, stdout io.Writer, k kind, ns, name, outp
 		return err
 	}
 	if output != "" {
-		return printData(stdout, u.Object, output)
+		return printAsGet(stdout, u, output)
 	}
 	labels := joinMap(u.GetLabels())
 	if labels == "" {
