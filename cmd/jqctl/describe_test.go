@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // kueueHabitsStack is TestKubectlHabits' world: cq of 2 cpu, LocalQueue
@@ -78,5 +80,60 @@ func TestDescribeOutputIsTheKueueObject(t *testing.T) {
 	out, _, _ := jq("describe", "ns/w2")
 	if !strings.Contains(out, "Name:          ns/w2\n") || !strings.Contains(out, "Status:        pending\n") || !strings.Contains(out, "Events:\n") {
 		t.Errorf("describe ns/w2 text:\n%s", out)
+	}
+}
+
+// TestListWorkloadStatusAsKueuectl: list workload --status takes
+// kueuectl's values, case-insensitively: all lists every workload,
+// quotareserved those reserved but not yet admitted (none here: without
+// admission checks a reservation is an admission, as in Kueue), and an
+// unknown value is refused with the values it may be.
+func TestListWorkloadStatusAsKueuectl(t *testing.T) {
+	jq := kueueHabitsStack(t)
+	for _, tc := range []struct{ status, want string }{
+		{"all", "workload.kueue.x-k8s.io/w0\nworkload.kueue.x-k8s.io/w1\nworkload.kueue.x-k8s.io/w2\n"},
+		{"All", "workload.kueue.x-k8s.io/w0\nworkload.kueue.x-k8s.io/w1\nworkload.kueue.x-k8s.io/w2\n"},
+		{"pending", "workload.kueue.x-k8s.io/w2\n"},
+		{"Admitted", "workload.kueue.x-k8s.io/w0\nworkload.kueue.x-k8s.io/w1\n"},
+		{"quotareserved", ""},
+		{"finished", ""},
+	} {
+		out, errOut, code := jq("list", "workload", "-n", "ns", "--status", tc.status, "-o", "name")
+		if code != 0 || out != tc.want {
+			t.Errorf("list workload --status %s: exit %d %s\n got %q\nwant %q", tc.status, code, errOut, out, tc.want)
+		}
+	}
+	_, errOut, code := jq("list", "workload", "-n", "ns", "--status", "running")
+	if code == 0 || !strings.Contains(errOut, `invalid status value (running). Must be "all", "pending", "quotareserved", "admitted", "finished"`) {
+		t.Errorf("list workload --status running: exit %d, %s", code, errOut)
+	}
+}
+
+// TestQuotaReservedNotAdmitted is Kueue's workload.Status for
+// quotareserved, over the conditions a Workload can carry.
+func TestQuotaReservedNotAdmitted(t *testing.T) {
+	wl := func(conds ...string) *unstructured.Unstructured {
+		var cs []any
+		for _, c := range conds {
+			typ, status, _ := strings.Cut(c, "=")
+			cs = append(cs, map[string]any{"type": typ, "status": status, "reason": "R", "message": "",
+				"lastTransitionTime": "2026-01-01T00:00:00Z"})
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": cs}}}
+	}
+	for _, tc := range []struct {
+		conds []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{"QuotaReserved=False"}, false},
+		{[]string{"QuotaReserved=True"}, true},
+		{[]string{"QuotaReserved=True", "Admitted=False"}, true},
+		{[]string{"QuotaReserved=True", "Admitted=True"}, false},
+		{[]string{"QuotaReserved=True", "Finished=True"}, false},
+	} {
+		if got := quotaReservedNotAdmitted(wl(tc.conds...)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.conds, got, tc.want)
+		}
 	}
 }

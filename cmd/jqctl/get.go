@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,8 +25,10 @@ type selection struct {
 	allNamespaces bool
 	selector      string
 	fieldSelector string
-	// extra are field selector terms from kueuectl-style flags.
+	// extra are field selector terms from kueuectl-style flags; keep, if
+	// set, filters what the server listed.
 	extra []string
+	keep  func(*unstructured.Unstructured) bool
 }
 
 func (s *selection) addFlags(cmd *cobra.Command) {
@@ -181,6 +185,9 @@ func runGet(cmd *cobra.Command, stdout io.Writer, k kind, names []string, sel *s
 			return err
 		}
 		rv = listRV
+		if sel.keep != nil {
+			items = slices.DeleteFunc(items, func(u *unstructured.Unstructured) bool { return !sel.keep(u) })
+		}
 		if len(items) == 0 && (out.format() == "" || out.format() == "wide") && !watch {
 			where := ""
 			if k.Namespaced && ns != "" {
@@ -307,12 +314,22 @@ func listCmd(stdout io.Writer) *cobra.Command {
 			var cq, lq, status string
 			c.Flags().StringVarP(&cq, "clusterqueue", "c", "", "only the workloads of this ClusterQueue")
 			c.Flags().StringVarP(&lq, "localqueue", "q", "", "only the workloads of this LocalQueue")
-			c.Flags().StringVar(&status, "status", "", "only workloads in this status: pending, admitted, finished, inactive")
+			c.Flags().StringVar(&status, "status", "", "only workloads in this status, as kueuectl: all, pending, quotareserved, admitted or finished; "+
+				"or jetqueue's inactive. Without admission checks a reservation is an admission, so quotareserved (reserved, not yet admitted) lists none")
 			c.PreRunE = func(*cobra.Command, []string) error {
-				for label, v := range map[string]string{"clusterQueue": cq, "queue": lq, "status": status} {
+				for label, v := range map[string]string{"clusterQueue": cq, "queue": lq} {
 					if v != "" {
 						s.extra = append(s.extra, label+"="+v)
 					}
+				}
+				switch st := strings.ToLower(status); st {
+				case "", "all":
+				case "pending", "admitted", "finished", "inactive":
+					s.extra = append(s.extra, "status="+st)
+				case "quotareserved":
+					s.keep = quotaReservedNotAdmitted
+				default:
+					return fmt.Errorf(`invalid status value (%s). Must be "all", "pending", "quotareserved", "admitted", "finished" or "inactive"`, status)
 				}
 				return nil
 			}
@@ -412,3 +429,13 @@ func completeObjects(cmd *cobra.Command, args []string, toComplete string) ([]st
 }
 
 func openFile(path string) (*os.File, error) { return os.Open(path) }
+
+// quotaReservedNotAdmitted is kueuectl's quotareserved status (Kueue's
+// workload.Status): QuotaReserved, not Admitted, not Finished.
+func quotaReservedNotAdmitted(u *unstructured.Unstructured) bool {
+	is := map[string]bool{}
+	for _, c := range conditions(u) {
+		is[c.Type] = c.Status == metav1.ConditionTrue
+	}
+	return is["QuotaReserved"] && !is["Admitted"] && !is["Finished"]
+}
