@@ -66,37 +66,142 @@ type LoggedReason struct {
 // ErrBeforeHistory is a point in time the log no longer (or never) covers.
 var ErrBeforeHistory = errors.New("before the recorded history")
 
+// PurgedError is a point in time retention's purge took the events of:
+// an ErrBeforeHistory naming the earliest time answerable after them.
+type PurgedError struct {
+	// Floor is the purge floor (bus.PurgeFloor): every purged event is at
+	// or below it.
+	Floor uint64
+	// Earliest is the earliest time from which the log answers again;
+	// Known says whether the records held an event at or after Floor.
+	Earliest time.Time
+	Known    bool
+}
+
+func (e *PurgedError) Error() string {
+	msg := fmt.Sprintf("%s: retention purged events of the log at or below sequence %d (the histories of ended workloads, superseded configuration versions), some of them before the time asked, so the state then cannot be rebuilt", ErrBeforeHistory, e.Floor)
+	if !e.Known {
+		return msg + "; the log holds no event after them yet: ask for the present (without at)"
+	}
+	return msg + "; the earliest time answerable after them is " + e.Earliest.UTC().Format(time.RFC3339Nano)
+}
+
+func (e *PurgedError) Unwrap() error { return ErrBeforeHistory }
+
+// Earliest is the earliest time from which a log purged up to floor
+// answers: the latest time of the records up to and including the first
+// one at or after floor (a fold up to it reaches that record). ok is
+// false when no record is at or after floor.
+func Earliest(recs []Record, floor uint64) (t time.Time, ok bool) {
+	for _, r := range recs {
+		if r.Event.Time.After(t) {
+			t = r.Event.Time
+		}
+		if r.Seq >= floor {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // Fold replays records up to and including the last one at or before upTo
-// (every record when upTo is zero).
+// (every record when upTo is zero), from a log nothing was purged from:
+// FoldKept with floor 0.
+func Fold(recs []Record, upTo time.Time) (*State, error) {
+	return FoldKept(recs, upTo, 0)
+}
+
+// FoldKept replays records up to and including the last one at or before
+// upTo (every record when upTo is zero), from a log whose retention purge
+// floor is floor (bus.PurgeFloor, read after the records; 0: never
+// purged).
 //
 // With upTo zero, the present, the records may have gaps: retention
 // (docs/retention.md) removes only whole histories of ended workloads and
 // superseded configuration versions, so what it keeps folds to the live
 // state, exactly as the deciders rebuild theirs from it.
 //
-// A point in time (upTo set) must be folded from records that start at
-// sequence 1 and leave none out up to upTo: a workload whose history was
-// removed may have been live then. A log whose beginning or middle was
-// removed, or a time before the first event, is ErrBeforeHistory, the
-// last naming the earliest time available.
-func Fold(recs []Record, upTo time.Time) (*State, error) {
+// A point in time (upTo set) must be exact (see Exact), and not before
+// the first event: ErrBeforeHistory otherwise, naming the earliest time
+// available.
+func FoldKept(recs []Record, upTo time.Time, floor uint64) (*State, error) {
 	if upTo.IsZero() {
 		return fold(recs, upTo), nil
 	}
-	if len(recs) > 0 && recs[0].Seq > 1 {
-		return nil, fmt.Errorf("%w: the log's events before sequence %d (%s) were removed, and a point in time is rebuilt from the whole log",
-			ErrBeforeHistory, recs[0].Seq, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%w: the log is empty", ErrBeforeHistory)
 	}
-	if !upTo.IsZero() && (len(recs) == 0 || upTo.Before(recs[0].Event.Time)) {
-		if len(recs) == 0 {
-			return nil, fmt.Errorf("%w: the log is empty", ErrBeforeHistory)
-		}
-		return nil, fmt.Errorf("%w: the earliest time available is %s", ErrBeforeHistory, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
-	}
-	if err := Whole(recs, upTo); err != nil {
+	if err := Exact(recs, upTo, upTo, floor); err != nil {
 		return nil, err
 	}
+	if upTo.Before(recs[0].Event.Time) {
+		return nil, fmt.Errorf("%w: the earliest time available is %s", ErrBeforeHistory, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
+	}
 	return fold(recs, upTo), nil
+}
+
+// Exact reports, as ErrBeforeHistory, when folding recs up to from and
+// replaying them on to to (from <= to; both the same for a point in
+// time) would not give exactly what the whole log gives.
+//
+// The fold up to T is the records up to the first one after T (the log's
+// event times follow its order). A sequence missing from the records
+// (a gap) is an event removed from the log. Every event retention purges
+// is at or below the purge floor: the floor is raised to the gate before
+// a purge, and a purge reaches only below the gate. What it purges is the
+// whole history of a workload that ended (deleted or expired) at or
+// below the floor, and configuration versions superseded by a version at
+// or below the floor, which stays. So:
+//
+//   - no gap before the first record after to: the fold is whole;
+//   - a gap above the floor: not retention's, refused (the events removed
+//     are named);
+//   - gaps at or below the floor only, and the fold up to from reaches
+//     the floor (its last record is at or after it): every purged event
+//     was folded, with the end of its workload or the version that
+//     superseded it, so the state is the one the whole log gives, the
+//     same argument by which the deciders rebuild the live state from
+//     the purged log; from then on nothing is missing;
+//   - otherwise a PurgedError naming the earliest time answerable: a
+//     purged workload may have been live then, or a purged version
+//     current.
+func Exact(recs []Record, from, to time.Time, floor uint64) error {
+	// last is the last record of the fold up to from; next the first
+	// record after to.
+	last, next, folding := uint64(0), len(recs), true
+	for i, r := range recs {
+		if r.Event.Time.After(to) {
+			next = i
+			break
+		}
+		if folding = folding && !r.Event.Time.After(from); folding {
+			last = r.Seq
+		}
+	}
+	if next == len(recs) {
+		next-- // no record after to: the gaps up to the last one
+	}
+	purged, prev := false, uint64(0)
+	for _, r := range recs[:next+1] {
+		if r.Seq > prev+1 {
+			if r.Seq-1 > floor {
+				if prev == 0 {
+					return fmt.Errorf("%w: the log's events before sequence %d (%s) were removed, and a point in time is rebuilt from the whole log",
+						ErrBeforeHistory, r.Seq, r.Event.Time.UTC().Format(time.RFC3339Nano))
+				}
+				return fmt.Errorf("%w: the log's events %d to %d were removed, and a point in time after them is rebuilt from the whole log",
+					ErrBeforeHistory, prev+1, r.Seq-1)
+			}
+			purged = true
+		}
+		prev = r.Seq
+	}
+	if purged && last < floor {
+		e := &PurgedError{Floor: floor}
+		e.Earliest, e.Known = Earliest(recs, floor)
+		return e
+	}
+	return nil
 }
 
 func fold(recs []Record, upTo time.Time) *State {
@@ -215,7 +320,12 @@ func Builder(recs []Record, upTo time.Time) func() (*State, error) {
 // counterfactual probes fold it many times. Its records are numbered
 // from 1 again.
 func Compact(recs []Record, upTo time.Time) ([]Record, error) {
-	st, err := Fold(recs, upTo)
+	return CompactKept(recs, upTo, 0)
+}
+
+// CompactKept is Compact of a log purged up to floor (see FoldKept).
+func CompactKept(recs []Record, upTo time.Time, floor uint64) ([]Record, error) {
+	st, err := FoldKept(recs, upTo, floor)
 	if err != nil {
 		return nil, err
 	}

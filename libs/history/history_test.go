@@ -13,6 +13,7 @@ import (
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/replay"
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
@@ -253,8 +254,138 @@ func TestFoldRefusesAGap(t *testing.T) {
 	if now.Engine.Workload("ns/w1") != nil || now.Engine.Workload("ns/w0") == nil || now.Engine.Workload("ns/w2") == nil {
 		t.Errorf("the present after a gap: want w0 and w2 and no w1")
 	}
-	if _, err := Fold(gap, t0.Add(90*time.Second)); err != nil {
+	// The removed event (seq 5) may have happened by 1m30s: the fold up
+	// to then stops before it, so it cannot say.
+	if _, err := Fold(gap, t0.Add(90*time.Second)); !errors.Is(err, ErrBeforeHistory) {
+		t.Errorf("just before the gap: %v", err)
+	}
+	if _, err := Fold(gap, t0.Add(30*time.Second)); err != nil {
 		t.Errorf("before the gap: %v", err)
+	}
+}
+
+// purge removes from log what retention's pass with gate floor removes
+// (libs/retention): the whole history of each workload that ended
+// (deleted or expired) at or below floor, and each configuration
+// subject's versions before its latest, when the latest is at or below
+// floor.
+func purge(log []Record, floor uint64) []Record {
+	end, latest := map[string]uint64{}, map[string]uint64{}
+	for _, r := range log {
+		if r.Seq > floor {
+			continue
+		}
+		if ref, ok := workloadOf(r.Event); ok && events.Ends(r.Event.Type) {
+			end[replay.Key(ref)] = r.Seq
+		}
+		switch r.Event.Data.(type) {
+		case *events.ConfigAppliedData, *events.ConfigRef:
+			latest[r.Event.Subject] = r.Seq
+		}
+	}
+	var kept []Record
+	for _, r := range log {
+		ref, isWl := workloadOf(r.Event)
+		switch {
+		case isWl && r.Seq <= end[replay.Key(ref)]:
+		case !isWl && r.Seq < latest[r.Event.Subject]:
+		default:
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// TestFoldAfterPurge records a run minute by minute (a ClusterQueue
+// applied twice, workloads submitted, finished, expired, deleted),
+// capturing the deciding engine's state after each minute, then purges
+// the log as retention does with the floor at the last ended event. From
+// the earliest time the purged log answers (the time of the first event
+// kept at or after the floor) on, folding it up to each minute gives the
+// state captured then; before, it is a PurgedError naming that time, and
+// never a wrong state.
+func TestFoldAfterPurge(t *testing.T) {
+	r := NewRecorder()
+	for _, o := range objects(t, config) {
+		if err := r.Apply(o, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captured := map[time.Time]map[string]string{}
+	wl := func(n string) *api.Workload { return objects(t, workload(n))[0].(*api.Workload) }
+	steps := []func(at time.Time) error{
+		func(at time.Time) error { return r.Submit(wl("a"), at) },
+		func(at time.Time) error { return r.Submit(wl("b"), at) },
+		func(at time.Time) error { return r.Submit(wl("c"), at) },
+		func(at time.Time) error { return r.Apply(objects(t, strings.Replace(config, `"2"`, `"3"`, 1))[1], at) },
+		func(at time.Time) error { return r.Finish("ns/a", at) },
+		func(at time.Time) error { return r.Expire("ns/a", at) },
+		func(at time.Time) error { return r.Submit(wl("d"), at) },
+		func(at time.Time) error { return r.Finish("ns/b", at) },
+		func(at time.Time) error { return r.Expire("ns/b", at) },
+		func(at time.Time) error { return r.Submit(wl("e"), at) },
+		func(at time.Time) error { return r.SetPriority("ns/e", 50, at) },
+		func(at time.Time) error { return r.Finish("ns/c", at) },
+	}
+	var floor uint64
+	for i, step := range steps {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		if err := step(at); err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(at)
+		captured[at] = snapshot(r.Eng)
+		if i == 8 {
+			floor = r.Log[len(r.Log)-1].Seq // b's expiry
+		}
+	}
+	kept := purge(r.Log, floor)
+	if len(kept) >= len(r.Log)-5 {
+		t.Fatalf("the purge kept %d of %d events: the test proves little", len(kept), len(r.Log))
+	}
+	earliest, ok := Earliest(kept, floor)
+	if want := t0.Add(10 * time.Minute); !ok || !earliest.Equal(want) {
+		t.Fatalf("earliest time answerable: %s %v, want %s (e's submission, the first event after b's expiry)", earliest, ok, want)
+	}
+	answered, wrong := 0, 0
+	for i := range steps {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		for _, q := range []time.Time{at, at.Add(30 * time.Second)} {
+			st, err := FoldKept(kept, q, floor)
+			if q.Before(earliest) {
+				var pe *PurgedError
+				if !errors.As(err, &pe) || !errors.Is(err, ErrBeforeHistory) || !strings.Contains(err.Error(), earliest.Format(time.RFC3339Nano)) {
+					t.Errorf("at %s, before %s: %v, want a PurgedError naming %s", q, earliest, err, earliest)
+				}
+				// Folded regardless, the purged log would answer wrong.
+				if !cmp.Equal(captured[at], snapshot(fold(kept, q).Engine)) {
+					wrong++
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("at %s: %v", q, err)
+			}
+			answered++
+			if d := cmp.Diff(captured[at], snapshot(st.Engine)); d != "" {
+				t.Errorf("at %s (-captured,+folded from the purged log):\n%s", q, d)
+			}
+			if got := st.ClusterQueues["cq"].Spec.ResourceGroups[0].Flavors[0].Resources[0].NominalQuota.String(); got != "3" {
+				t.Errorf("at %s: the ClusterQueue's quota is %s, want 3", q, got)
+			}
+		}
+	}
+	if answered < 4 || wrong == 0 {
+		t.Fatalf("%d instants answered, %d refused that a fold regardless gets wrong: the test proves little", answered, wrong)
+	}
+	// Without the floor, the gaps are nobody's: refused, as before.
+	if _, err := Fold(kept, t0.Add(time.Hour)); !errors.Is(err, ErrBeforeHistory) || errors.As(err, new(*PurgedError)) {
+		t.Errorf("a purged log without its floor: %v", err)
+	}
+	// A gap above the floor is not retention's: refused at any time.
+	foreign := append(append([]Record(nil), kept[:len(kept)-2]...), kept[len(kept)-1])
+	if _, err := FoldKept(foreign, t0.Add(time.Hour), floor); !errors.Is(err, ErrBeforeHistory) || !strings.Contains(err.Error(), "were removed") {
+		t.Errorf("a gap above the floor: %v", err)
 	}
 }
 

@@ -75,6 +75,10 @@ type Options struct {
 	Config []api.Object
 	// Top is how many moved workloads to list (DefaultTop if 0).
 	Top int
+	// Floor is the log's purge floor (bus.PurgeFloor, 0: never purged):
+	// retention's gaps at or below it are answered past it
+	// (history.Exact).
+	Floor uint64
 }
 
 // Report is a what-if's answer.
@@ -153,7 +157,10 @@ func Run(recs []history.Record, o Options) (Report, error) {
 	if o.Top <= 0 {
 		o.Top = DefaultTop
 	}
-	if err := history.Whole(recs, o.To); err != nil {
+	// The state at from and every event of the window must be what the
+	// whole log holds: a window that begins before retention's purge
+	// floor is refused, naming the earliest from it answers.
+	if err := history.Exact(recs, o.From, o.To, o.Floor); err != nil {
 		return Report{}, err
 	}
 	upTo := o.From
@@ -167,7 +174,7 @@ func Run(recs []history.Record, o Options) (Report, error) {
 	if upTo.IsZero() {
 		start, err = history.Fold(nil, time.Time{})
 	} else {
-		start, err = history.Fold(recs, upTo)
+		start, err = history.FoldKept(recs, upTo, o.Floor)
 	}
 	if err != nil {
 		return Report{}, err

@@ -129,15 +129,56 @@ func (s *Server) pointInTime(r *http.Request) (time.Time, error) {
 // stateAt folds the log up to at; a time the kept log cannot answer is a
 // 410 naming the earliest time available.
 func (s *Server) stateAt(ctx context.Context, at time.Time) ([]history.Record, *history.State, error) {
+	recs, st, _, err := s.stateAtFloor(ctx, at)
+	return recs, st, err
+}
+
+// stateAtFloor is stateAt, with the purge floor the fold was checked
+// against.
+func (s *Server) stateAtFloor(ctx context.Context, at time.Time) ([]history.Record, *history.State, uint64, error) {
 	recs, err := s.readLog(ctx, at)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	st, err := history.Fold(recs, at)
+	// Read after the log: the retention role raises the floor before it
+	// purges, so every event missing from what was read is at or below it.
+	floor, err := bus.PurgeFloor(ctx, s.js)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	st, err := history.FoldKept(recs, at, floor)
 	if errors.Is(err, history.ErrBeforeHistory) {
-		return nil, nil, fail(http.StatusGone, "", "at", err.Error())
+		return nil, nil, 0, fail(http.StatusGone, "", "at", s.purged(ctx, err, floor).Error())
 	}
-	return recs, st, err
+	return recs, st, floor, err
+}
+
+// purged completes a history.PurgedError whose records (read up to the
+// time asked) ended before the floor: the earliest time answerable is
+// then found in the rest of the log.
+func (s *Server) purged(ctx context.Context, err error, floor uint64) error {
+	var pe *history.PurgedError
+	if !errors.As(err, &pe) || pe.Known {
+		return err
+	}
+	info, ierr := s.stream.Info(ctx)
+	if ierr != nil {
+		return err
+	}
+	var latest time.Time
+	if serr := s.scanLog(ctx, info.State.FirstSeq, info.State.LastSeq, func(r history.Record) bool {
+		if r.Event.Time.After(latest) {
+			latest = r.Event.Time
+		}
+		if r.Seq >= floor {
+			pe.Earliest, pe.Known = latest, true
+			return false
+		}
+		return true
+	}); serr != nil {
+		return err
+	}
+	return pe
 }
 
 // AsOf says which prefix of the log an answer was computed from.
@@ -206,7 +247,7 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	}
 	// Both the explanation and the counterfactuals come from the log (up
 	// to at, or its end), so that they describe one state.
-	recs, st, err := s.stateAt(r.Context(), at)
+	recs, st, floor, err := s.stateAtFloor(r.Context(), at)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -233,7 +274,7 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	}
 	// Each probe folds the log again: only what the live workloads
 	// depend on.
-	live, err := history.Compact(recs, at)
+	live, err := history.CompactKept(recs, at, floor)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/auth/rbac"
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/history"
 	"github.com/jetqueue/jetqueue/libs/whatif"
 )
@@ -49,10 +50,15 @@ func (s *Server) whatIf(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rep, err := whatif.Run(recs, whatif.Options{From: from, To: to, Config: objs, Top: top})
+	// Read after the log, as stateAt does.
+	floor, err := bus.PurgeFloor(r.Context(), s.js)
+	if err != nil {
+		return 0, nil, err
+	}
+	rep, err := whatif.Run(recs, whatif.Options{From: from, To: to, Config: objs, Top: top, Floor: floor})
 	switch {
 	case errors.Is(err, history.ErrBeforeHistory):
-		return 0, nil, fail(http.StatusGone, "", "from", err.Error())
+		return 0, nil, fail(http.StatusGone, "", "from", s.purged(r.Context(), err, floor).Error())
 	case errors.Is(err, whatif.ErrWindow):
 		return 0, nil, fail(http.StatusBadRequest, "", "to", err.Error())
 	case err != nil:
