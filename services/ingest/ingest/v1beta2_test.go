@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,14 +16,51 @@ import (
 func TestApplyCurrentKueueExamples(t *testing.T) {
 	f := newFrontDoor(t)
 	dir := filepath.Join("..", "..", "..", "libs", "api", "testdata", "kueue-main", "examples")
-	for _, name := range []string{"getting-started/quick-start-setup.yaml", "admin/shared-quota-setup.yaml", "admin/resource-flavor-taints.yaml"} {
+	// Every vendored example, unchanged: the setups through apply, the
+	// Jobs through submit once their setups are in. Those with a field
+	// jetqueue does not implement are refused naming it (libs/api's
+	// TestKueueV1beta2Examples checks the messages).
+	refused := map[string]string{
+		"admin/minimal-cq.yaml":                          "spec.admissionChecksStrategy.admissionChecks[0].onFlavors",
+		"admin/concurrent-admission-setup.yaml":          "spec.concurrentAdmissionPolicy",
+		"admission-fs/admission-fair-sharing-setup.yaml": "spec.admissionScope",
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
+	if err != nil || len(files) != 13 {
+		t.Fatalf("found %d example files (%v), want 13", len(files), err)
+	}
+	var jobs []string
+	for _, file := range files {
+		name, _ := filepath.Rel(dir, file)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "kind: Job") {
+			jobs = append(jobs, name)
+			continue
+		}
+		code, _, body := f.do(t, "POST", "/v1/apply", map[string]string{"Content-Type": "application/yaml"}, string(data))
+		if field, ok := refused[name]; ok {
+			if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"`+field+`"`) {
+				t.Errorf("apply %s: %d %s, want 400 on %s", name, code, body, field)
+			}
+			continue
+		}
+		if code != http.StatusOK {
+			t.Errorf("apply %s: %d %s", name, code, body)
+		}
+	}
+	if len(jobs) != 4 {
+		t.Fatalf("found Jobs in %v, want 4 files", jobs)
+	}
+	for _, name := range jobs {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, _, body := f.do(t, "POST", "/v1/apply", map[string]string{"Content-Type": "application/yaml"}, string(data))
-		if code != http.StatusOK {
-			t.Fatalf("apply %s: %d %s", name, code, body)
+		if code, _, body := f.do(t, "POST", "/v1/workloads", map[string]string{"Content-Type": "application/yaml"}, string(data)); code/100 != 2 {
+			t.Errorf("submit %s: %d %s", name, code, body)
 		}
 	}
 	exported := `apiVersion: kueue.x-k8s.io/v1beta2
