@@ -137,7 +137,11 @@ func (e *Engine) Stats() Stats {
 			if w.Admission == nil {
 				continue
 			}
-			u := w.Admission.TotalUsage()
+			// The usage the engine charged (no copy: Add only reads it).
+			u := w.Admission.Usage
+			if u == nil {
+				u = w.Admission.TotalUsage()
+			}
 			if cq := cqs[w.Admission.ClusterQueue]; cq != nil {
 				cq.Reserving++
 				cq.Usage.Add(u)
