@@ -134,7 +134,7 @@ func init() {
 	for pattern, extra := range map[string][]param{
 		"GET /v1/workloads":                     {atParam},
 		"GET /v1/workloads/{ns}/{name}":         nil,
-		"GET /v1/workloads/{ns}/{name}/explain": {atParam, {"counterfactual", "query", "false: leave out the changes that would admit it"}},
+		"GET /v1/workloads/{ns}/{name}/explain": {atParam, {"counterfactual", "query", "true: add the smallest changes that would admit it, each verified by the core (default false; jqctl explain asks for them)"}},
 		"GET /v1/clusterqueues":                 nil,
 		"GET /v1/clusterqueues/{name}":          {atParam},
 	} {
