@@ -13,6 +13,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/api/resource"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
+
+	"github.com/jetqueue/jetqueue/libs/yamljson"
 )
 
 // The one decode.
@@ -271,6 +273,9 @@ func hasServerFields(js []byte) bool {
 // other document, a duplicate key, or a key or value sigs.k8s.io/yaml would
 // refuse is errSlow.
 func yamlToJSON(dst []byte, doc []byte) ([]byte, error) {
+	if js, err := yamljson.Append(dst, doc); err == nil {
+		return js, nil // the block style, in one pass
+	}
 	var root goyaml.MapSlice
 	if err := goyaml.Unmarshal(doc, &root); err != nil {
 		return nil, errSlow

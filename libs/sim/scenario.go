@@ -95,6 +95,11 @@ func parseWith(data []byte, decode func([]byte) ([]api.Object, error)) (*Scenari
 	if err != nil {
 		return nil, fieldError("(file)", "%v", err)
 	}
+	return parseJSON(js, decode)
+}
+
+// parseJSON reads a scenario from its JSON text.
+func parseJSON(js []byte, decode func([]byte) ([]api.Object, error)) (*Scenario, error) {
 	var raw rawScenario
 	if err := strictJSON(js, &raw); err != nil {
 		return nil, fieldError("(top level)", "%v", err)
@@ -230,6 +235,9 @@ func parseStep(data json.RawMessage, decode func([]byte) ([]api.Object, error)) 
 			if err := json.Unmarshal(v, &st.Reject); err != nil {
 				return st, bad(fmt.Errorf("%w: want a list of manifests: %v", ErrMalformed, err))
 			}
+			for i, m := range st.Reject {
+				st.Reject[i] = canonicalJSON(m)
+			}
 		case "expect":
 			var ex Expect
 			if err := strictJSON(v, &ex); err != nil {
@@ -245,6 +253,23 @@ func parseStep(data json.RawMessage, decode func([]byte) ([]api.Object, error)) 
 		}
 	}
 	return st, nil
+}
+
+// canonicalJSON writes a manifest with its keys sorted, as sigs.k8s.io/yaml
+// writes every file, so that a rejected manifest reads the same whichever
+// way its file was read (its bytes go to the API as they are).
+func canonicalJSON(m json.RawMessage) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(m))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return m
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return m
+	}
+	return out
 }
 
 func validKey(k string) bool {
