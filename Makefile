@@ -42,12 +42,14 @@ chaos:
 	cd e2e && CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -run 'TestChaos$$' -timeout 60m ./chaos
 
 ## fuzz: each fuzz target briefly (go test -fuzz takes one target per
-## package per run): decoding, event parsing, the engine under random
+## package per run): decoding, the one-pass YAML reader against
+## sigs.k8s.io/yaml, event parsing, the engine under random
 ## event sequences, the HTTP handlers, the CLI's score vectors.
 fuzz:
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./api
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./events
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzEngine$$' -fuzztime=$(FUZZTIME) ./engine
+	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzAgrees$$' -fuzztime=$(FUZZTIME) ./yamljson
 	cd services/ingest && $(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZHANDLERS) ./ingest
 	cd cmd/jqctl && $(GO) test -run='^$$' -fuzz='^FuzzScoreVector$$' -fuzztime=$(FUZZTIME) .
 
