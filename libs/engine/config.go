@@ -31,6 +31,7 @@ const (
 // workloads of the affected cohorts (kueue-semantics §4.4).
 func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 	e.changes++
+	e.invalidateFingerprint()
 	switch o := obj.(type) {
 	case *api.ResourceFlavor:
 		old := e.flavors[o.Name]
@@ -122,6 +123,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 // for LocalQueue). Missing objects are ErrNotFound.
 func (e *Engine) DeleteConfig(kind, namespace, name string, now time.Time) error {
 	e.changes++
+	e.invalidateFingerprint()
 	switch kind {
 	case api.KindResourceFlavor:
 		if e.flavors[name] == nil {

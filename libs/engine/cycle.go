@@ -38,6 +38,11 @@ type CycleResult struct {
 // walk has ended (pkg/scheduler/scheduler.go schedule, step 6).
 func (e *Engine) Cycle(now time.Time) CycleResult {
 	e.changes++
+	if !e.inRun || len(e.toDrain) > 0 {
+		// Rehashed by no run, or changed beyond the cycle's entries
+		// (evictions, queues left): the next run hashes everything.
+		e.invalidateFingerprint()
+	}
 	var res CycleResult
 	// Kueue drains a stopped ClusterQueue from its workload controller,
 	// whether or not the scheduler sleeps.
@@ -108,6 +113,8 @@ func (e *Engine) resume(res *CycleResult, now time.Time) {
 // second is still pending. Fresh cycles still wait for RunToQuiescence.
 func (e *Engine) wake(now time.Time) {
 	if e.pass != nil && !e.notReady() {
+		// A cycle outside a run: the next run hashes everything.
+		e.invalidateFingerprint()
 		var res CycleResult
 		e.resume(&res, now)
 	}
@@ -481,7 +488,10 @@ const MaxCycles = 1_000_000
 // The state is fingerprinted as a sum of per-workload hashes, so that a
 // cycle only rehashes what it touched: its heads, its victims, its
 // admissions, and the parked workloads its evictions sent back to their
-// queues.
+// queues. The sum is kept from run to run: a run starts from the last
+// one's, with the shares of what changed since rehashed (see
+// startFingerprint), so that a decision under a backlog does not hash
+// the whole backlog.
 //
 // Admissions and evictions can chase each other forever (kueue#6947's
 // preempt/re-admit ping-pong, which Kueue v0.6 never leaves); whole
@@ -498,11 +508,13 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 	if e.settled && e.changes == e.settledAt {
 		return 0
 	}
+	var fp uint64
+	e.inRun = true
 	defer func() {
 		e.settled, e.settledAt, e.cutLoop, e.noPreemption = true, e.changes, e.noPreemption, false
+		e.inRun, e.fpSum = false, fp
 	}()
-	e.queues.DrainUnparked()
-	fp := e.fingerprint()
+	fp = e.startFingerprint()
 	// The states seen are those after each cycle since the last admission
 	// or eviction, as the oracle counts them: not the state the run
 	// starts from, nor the one an admission or eviction left.
@@ -546,6 +558,10 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 				for k, w := range e.triedHashed[g] {
 					if w.Status == Pending && w.Info.LastTried != nil {
 						fp = e.rehash(fp, k)
+					} else {
+						// Its share may be outdated too: the next run
+						// starts with it right (see startFingerprint).
+						e.touch(w)
 					}
 				}
 			}
@@ -584,151 +600,6 @@ func (e *Engine) Settle(now time.Time) int {
 		e.settled = false
 	}
 	return e.RunToQuiescence(now)
-}
-
-// rehash replaces a workload's share of the fingerprint. A share computed
-// in an earlier run (another epoch) is not in fp.
-func (e *Engine) rehash(fp uint64, key string) uint64 {
-	w := e.workloads[key]
-	if w == nil {
-		return fp
-	}
-	if w.hashEpoch == e.epoch {
-		fp -= w.hash
-	}
-	e.setHash(w)
-	return fp + w.hash
-}
-
-// setHash stores a workload's share for the current epoch and keeps
-// triedHashed: the shares that a release of quota may change.
-func (e *Engine) setHash(w *Workload) {
-	var tried bool
-	w.hash, tried = e.hashPending(w)
-	w.hashEpoch = e.epoch
-	g := ""
-	if tried {
-		g = e.triedGroup(w.Info.ClusterQueue)
-	}
-	if w.hashGroup != "" && w.hashGroup != g {
-		delete(e.triedHashed[w.hashGroup], w.Info.Key)
-	}
-	w.hashGroup = g
-	if g != "" {
-		m := e.triedHashed[g]
-		if m == nil {
-			m = map[string]*Workload{}
-			e.triedHashed[g] = m
-		}
-		m[w.Info.Key] = w
-	}
-}
-
-// triedGroup is whose release of quota outdates the retry states of a
-// ClusterQueue's workloads (see currentTried): its cohort's members, or
-// the queue alone. A NUL, which no name holds, tells a queue from a cohort.
-func (e *Engine) triedGroup(cq string) string {
-	if c := e.clusterQueues[cq]; c != nil && c.Spec.Cohort != "" {
-		return c.Spec.Cohort
-	}
-	return "\x00" + cq
-}
-
-// fingerprint hashes what the next cycle depends on: which pending
-// workloads are in a heap or parked, and their retry state.
-func (e *Engine) fingerprint() uint64 {
-	e.epoch++
-	clear(e.triedHashed)
-	e.releasedIn = e.releasedIn[:0]
-	var sum uint64
-	for _, w := range e.pending {
-		e.setHash(w)
-		sum += w.hash
-	}
-	for _, w := range e.finishedQueued {
-		e.setHash(w)
-		sum += w.hash
-	}
-	return sum
-}
-
-// FNV-1a, inlined so that hashing a head allocates nothing.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
-}
-
-func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
-
-// hashPending is a workload's share of the fingerprint, and whether it
-// covers a retry state.
-func (e *Engine) hashPending(w *Workload) (uint64, bool) {
-	if w.Status != Pending && (w.Status != Finished || w.queuedIn == "") {
-		return 0, false
-	}
-	h := fnvString(fnvOffset, w.Info.Key)
-	if q := e.queues.Lookup(w.queuedIn); q != nil && q.Parked(w.Info.Key) {
-		h = fnvByte(fnvByte(h, 0), 'p')
-	}
-	t := e.currentTried(w)
-	if t == nil {
-		return h, false
-	}
-	for _, ps := range t.Index {
-		keys := e.resBuf[:0]
-		for r := range ps {
-			keys = append(keys, r)
-		}
-		slices.Sort(keys)
-		for _, r := range keys {
-			h = fnvByte(fnvString(h, string(r)), byte(ps[r]+2))
-		}
-		e.resBuf = keys
-		h = fnvByte(h, ';')
-	}
-	return h, true
-}
-
-// currentTried is a pending workload's retry state as its next attempt
-// sees it: nil once its ClusterQueue or cohort released quota since the
-// state was computed (the flavor assigner then starts over, as Kueue's
-// lastAssignmentOutdated). Two states that differ only there are not the
-// same state.
-func (e *Engine) currentTried(w *Workload) *scheduler.TriedFlavors {
-	t := w.Info.LastTried
-	cq := e.clusterQueues[w.Info.ClusterQueue]
-	if t == nil || cq == nil || e.inactive[cq.Name] != "" {
-		return t
-	}
-	if e.state(cq.Name).generation > t.ClusterQueueGen {
-		return nil
-	}
-	if co := cq.Spec.Cohort; co != "" && e.cohortGeneration(co) > t.CohortGen {
-		return nil
-	}
-	return t
-}
-
-// cohortGeneration is the sum of the active member queues' generations,
-// as the scheduler's snapshot counts it; cached until a release or a
-// configuration change.
-func (e *Engine) cohortGeneration(cohort string) int64 {
-	if e.cohortGens == nil {
-		e.cohortGens = map[string]int64{}
-		for name, cq := range e.clusterQueues {
-			if c := cq.Spec.Cohort; c != "" && e.inactive[name] == "" {
-				e.cohortGens[c] += e.state(name).generation
-			}
-		}
-	}
-	return e.cohortGens[cohort]
 }
 
 // requeueFinished decides the fate of a cycle's entry whose workload

@@ -77,6 +77,7 @@ func (e *Engine) ApplyAdmission(key string, ad scheduler.Admission, at time.Time
 	if w == nil || w.Status != Pending {
 		return false
 	}
+	e.touch(w)
 	if w.queuedIn != "" {
 		e.queues.Delete(w.queuedIn, key)
 	}
@@ -94,6 +95,7 @@ func (e *Engine) Unadmit(key string, now time.Time) error {
 	if w == nil || w.Status != Admitted {
 		return fmt.Errorf("workload %s: %w", key, ErrNotAdmitted)
 	}
+	e.touch(w)
 	e.release(w, now)
 	e.setStatus(w, Pending)
 	e.route(w, now)
@@ -108,6 +110,9 @@ func (e *Engine) Unadmit(key string, now time.Time) error {
 func (e *Engine) ApplyEviction(key string, ev Eviction, now time.Time) bool {
 	e.changes++
 	w := e.workloads[key]
+	if w != nil {
+		e.touch(w)
+	}
 	if w != nil && w.Status == Pending && w.timedOut && ev.Reason == EvictedByPreemption {
 		e.applyReissue(w, now)
 		return true

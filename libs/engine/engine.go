@@ -80,6 +80,13 @@ type Workload struct {
 	hashEpoch uint64
 	// hashGroup is the triedHashed group holding it, if any.
 	hashGroup string
+	// keyHash caches the hash of its key that starts its share (0: not
+	// computed yet). triedHash caches the share's hash of the retry
+	// state triedFor, continued from triedFrom: a retry state is never
+	// modified once made, so the pointer identifies it.
+	keyHash              uint64
+	triedFor             *scheduler.TriedFlavors
+	triedFrom, triedHash uint64
 	// finishedIn is the ClusterQueue it was admitted to when it finished:
 	// Kueue keeps that admission in a finished workload's status.
 	finishedIn string
@@ -129,8 +136,17 @@ type Engine struct {
 	podsReady podsready.Config
 	recording bool
 	decisions []Decision
-	// epoch numbers runs to quiescence, for the fingerprint shares.
-	epoch uint64
+	// epoch numbers runs to quiescence; fpEpoch numbers full
+	// fingerprints, for the fingerprint shares.
+	epoch, fpEpoch uint64
+	// fpSum is the fingerprint the last run ended with, valid for the
+	// next run if fpValid, once the shares of fpTouched, the unparked
+	// workloads and the groups of releasedIn are rehashed (see
+	// startFingerprint). inRun is set while a run goes on.
+	fpSum     uint64
+	fpValid   bool
+	fpTouched []*Workload
+	inRun     bool
 	// changes counts calls that change the state from outside a run
 	// (events applied, and Cycle itself); settledAt is its value when the
 	// last run to quiescence ended.

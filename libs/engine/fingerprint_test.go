@@ -22,7 +22,7 @@ func TestFingerprintRehashesWhatReleasesChange(t *testing.T) {
 		e.afterCycle = func(fp uint64) {
 			full := fp
 			for _, w := range e.pending {
-				if w.Info.LastTried != nil && w.hashEpoch == e.epoch {
+				if w.Info.LastTried != nil && w.hashEpoch == e.fpEpoch {
 					h, _ := e.hashPending(w)
 					full += h - w.hash
 					checked++

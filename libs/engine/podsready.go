@@ -193,6 +193,7 @@ func (e *Engine) timedOut(key string, now time.Time) *Workload {
 	if w == nil || w.Status != Admitted {
 		return nil
 	}
+	e.touch(w)
 	e.release(w, now)
 	w.Evictions++
 	w.Info.LastTried = nil
@@ -222,6 +223,9 @@ func (e *Engine) timedOut(key string, now time.Time) *Workload {
 func (e *Engine) ApplyRequeue(key string, now time.Time) bool {
 	e.changes++
 	w := e.workloads[key]
+	if w != nil {
+		e.touch(w)
+	}
 	if w != nil && !w.staleAt.IsZero() && !now.Before(w.staleAt) {
 		stale := *w.stale
 		w.stale, w.staleAt = nil, time.Time{}

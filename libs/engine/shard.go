@@ -56,6 +56,7 @@ func TreeKey(cohort, clusterQueue string) string {
 func (e *Engine) SetShard(s Shard, held func(tree string) bool) {
 	e.shard, e.heldTree = s, held
 	e.changes++
+	e.invalidateFingerprint()
 }
 
 // Sharded reports whether the engine decides only part of the forest.

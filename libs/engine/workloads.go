@@ -27,6 +27,7 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	}
 	w := &Workload{Object: wl, Info: buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace))}
 	e.workloads[key] = w
+	e.touch(w)
 	e.setStatus(w, Pending)
 	if wl.Spec.Active != nil && !*wl.Spec.Active {
 		e.setStatus(w, Inactive)
@@ -182,6 +183,7 @@ func (e *Engine) Finish(key string, now time.Time) error {
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
+	e.touch(w)
 	if w.Status == Finished {
 		return nil
 	}
@@ -214,6 +216,7 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
+	e.touch(w)
 	w.Object.Spec.Active = &active
 	switch {
 	case !active && (w.Status == Pending || w.Status == Admitted):
@@ -243,6 +246,7 @@ func (e *Engine) Delete(key string, now time.Time) error {
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
+	e.touch(w)
 	e.leave(w, now)
 	if w.Status == Finished && w.finishedIn != "" {
 		// Deleting a workload that still carries a quota reservation (a
@@ -304,6 +308,7 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	if w == nil {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
+	e.touch(w)
 	if old := w.Object.Spec.Priority; e.waitingBackoff(w) && !w.backoffUpdated && (old == nil || *old != p) {
 		// The first change of its spec since the eviction: until then
 		// the spec is the evicted version's.
