@@ -128,6 +128,7 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 		a.Tried.CohortGen = cq.Cohort.Generation
 	}
 	_, coversPods := cq.GroupOf[corev1.ResourcePods]
+	var choiceBufs [2][8]resourceChoice
 	for i := range wl.PodSets {
 		ps := &wl.PodSets[i]
 		count := ps.Count
@@ -171,7 +172,7 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 					lastIdx = v
 				}
 			}
-			choices, st := a.findFlavor(s, cq, &cq.Groups[g], req, ps, lastIdx)
+			choices, st := a.findFlavor(s, cq, &cq.Groups[g], req, ps, lastIdx, &choiceBufs)
 			if len(choices) == 0 {
 				psa.Flavors = nil
 				psa.notFit = true
@@ -179,8 +180,8 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 				psa.block = st.first()
 				break
 			}
-			for res, c := range choices {
-				psa.Flavors[res] = c
+			for _, c := range choices {
+				psa.Flavors[c.resource] = c.FlavorChoice
 			}
 			if st != nil {
 				psa.notFit = true
@@ -259,11 +260,20 @@ func (s *status) first() *blocker {
 	return &s.blockers[0]
 }
 
+// resourceChoice is the flavor picked for one resource.
+type resourceChoice struct {
+	resource corev1.ResourceName
+	FlavorChoice
+}
+
 // findFlavor walks one resource group's flavors in order (KEP-582): it
 // skips flavors up to lastIdx, filters by taints and node labels, checks
-// quota, and stops early as flavorFungibility says.
+// quota, and stops early as flavorFungibility says. It returns the best
+// flavor's choice per resource of the group the podSet requests, in
+// resource order, in bufs (the caller's scratch space) unless the group
+// covers more resources; none if no flavor was assigned.
 func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
-	req map[corev1.ResourceName]int64, ps *PodSet, lastIdx int) (map[corev1.ResourceName]FlavorChoice, *status) {
+	req map[corev1.ResourceName]int64, ps *PodSet, lastIdx int, bufs *[2][8]resourceChoice) ([]resourceChoice, *status) {
 	st := &status{}
 	var buf [8]corev1.ResourceName
 	covered := buf[:0]
@@ -274,7 +284,8 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 	}
 	slices.Sort(covered)
 	selector, anyNode := flavorSelector(ps, g)
-	var best map[corev1.ResourceName]FlavorChoice
+	// Two buffers: the best flavor's choices and the current flavor's.
+	var best []resourceChoice
 	bestMode := NoFit
 	stoppedAt := -1
 	for idx, name := range g.Flavors {
@@ -306,7 +317,14 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 		stoppedAt = idx
 		borrow := false
 		mode := Fit
-		choices := make(map[corev1.ResourceName]FlavorChoice, len(covered))
+		// The buffer best does not hold.
+		choices := bufs[0][:0]
+		if len(best) > 0 && &best[:1][0] == &bufs[0][0] {
+			choices = bufs[1][:0]
+		}
+		if len(covered) > len(bufs[0]) {
+			choices = make([]resourceChoice, 0, len(covered))
+		}
 		for _, r := range covered {
 			fr := quota.FlavorResource{Flavor: name, Resource: r}
 			m, b := fitsQuotaAfter(cq, fr, req[r], a.Usage[fr], st)
@@ -315,7 +333,7 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 			if mode == NoFit {
 				break
 			}
-			choices[r] = FlavorChoice{Flavor: name, Mode: m, Borrow: b}
+			choices = append(choices, resourceChoice{resource: r, FlavorChoice: FlavorChoice{Flavor: name, Mode: m, Borrow: b}})
 		}
 		if !tryNextFlavor(mode, cq.Fungibility, borrow) {
 			best, bestMode = choices, mode
@@ -329,9 +347,8 @@ func (a *Assignment) findFlavor(s *Snapshot, cq *ClusterQueue, g *ResourceGroup,
 	if stoppedAt == len(g.Flavors)-1 {
 		tried = -1
 	}
-	for r, c := range best {
-		c.TriedIdx = tried
-		best[r] = c
+	for i := range best {
+		best[i].TriedIdx = tried
 	}
 	if bestMode == Fit {
 		return best, nil

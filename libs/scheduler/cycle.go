@@ -201,7 +201,7 @@ func (p *Pass) Walk() int {
 			if p.cycleUsage[co.Name] == nil {
 				p.cycleUsage[co.Name] = quota.Usage{}
 			}
-			p.cycleUsage[co.Name].Add(toReserve(e, cq))
+			reserve(p.cycleUsage[co.Name], e, cq)
 		}
 		if mode != Fit {
 			if len(e.targets) == 0 {
@@ -389,26 +389,33 @@ func reduceCounts[R any](wl *Workload, fits func([]int32) (R, bool)) (R, bool) {
 	return good, idx == goodIdx
 }
 
-// toReserve is what an entry holds back from its cohort for the rest of
-// the cycle: a Fit entry its usage; a Preempt entry only the unused part of
-// its nominal quota (or of its borrowing headroom when it may borrow).
-func toReserve(e *Entry, cq *ClusterQueue) quota.Usage {
+// reserve adds to dst (with quota.Usage.Add's saturation) what an entry
+// holds back from its cohort for the rest of the cycle: a Fit entry its
+// usage; a Preempt entry only the unused part of its nominal quota (or of
+// its borrowing headroom when it may borrow), every cell of its usage
+// listed, zeros included.
+func reserve(dst quota.Usage, e *Entry, cq *ClusterQueue) {
 	if e.Assignment.Mode() != Preempt {
-		return e.Assignment.Usage
+		dst.Add(e.Assignment.Usage)
+		return
 	}
-	r := quota.Usage{}
 	for fr, v := range e.Assignment.Usage {
 		l := cq.Limits[fr]
+		var r int64
 		switch {
 		case !e.Assignment.Borrowing:
-			r[fr] = max(0, min(v, l.Nominal-cq.Usage[fr]))
+			r = max(0, min(v, l.Nominal-cq.Usage[fr]))
 		case l.BorrowingLimit == nil:
-			r[fr] = v
+			r = v
 		default:
-			r[fr] = min(v, quota.SatAdd(l.Nominal, *l.BorrowingLimit)-cq.Usage[fr])
+			r = min(v, quota.SatAdd(l.Nominal, *l.BorrowingLimit)-cq.Usage[fr])
 		}
+		s, fits := quota.AddInt(dst[fr], r)
+		if !fits {
+			s = quota.SatAdd(dst[fr], r)
+		}
+		dst[fr] = s
 	}
-	return r
 }
 
 // assignmentReason turns the first failing podSet into a Reason value.
