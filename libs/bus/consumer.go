@@ -117,7 +117,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, batch int, h Handler) er
 // admitting against quota that later events show taken. So an empty
 // batch asks the consumer: nothing pending, and nothing delivered past
 // last (a message delivered after the fetch gave up is not applied yet).
-func Follow(ctx context.Context, c jetstream.Consumer, max int, wait time.Duration, last uint64) ([]jetstream.Msg, bool, error) {
+func Follow(ctx context.Context, c Fetcher, max int, wait time.Duration, last uint64) ([]jetstream.Msg, bool, error) {
 	msgs, err := Batch(ctx, c, max, wait)
 	if err != nil || ctx.Err() != nil {
 		return msgs, false, err
@@ -141,7 +141,7 @@ func Follow(ctx context.Context, c jetstream.Consumer, max int, wait time.Durati
 // for a full batch; when nothing is available it waits up to wait for the
 // next message. Fetch alone would hold every partial batch for its whole
 // wait, adding that much latency to each step of a pipeline.
-func Batch(ctx context.Context, c jetstream.Consumer, max int, wait time.Duration) ([]jetstream.Msg, error) {
+func Batch(ctx context.Context, c Fetcher, max int, wait time.Duration) ([]jetstream.Msg, error) {
 	msgs, err := c.FetchNoWait(max)
 	if err != nil {
 		return nil, err

@@ -262,10 +262,11 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 			cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1}
 		}
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, s.js, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
+	defer cons.Close()
 	for ctx.Err() == nil {
 		if err := s.step(ctx, rt, cons); err != nil {
 			return err
@@ -275,7 +276,7 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 }
 
 // step consumes what is available and, once caught up, decides.
-func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.Consumer) error {
+func (s *Service) step(ctx context.Context, rt *service.Runtime, cons bus.Fetcher) error {
 	caughtUp, err := s.consume(ctx, cons)
 	if err != nil || !caughtUp {
 		return err
@@ -302,7 +303,7 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons jetstream.
 
 // consume applies the next batch of events and reports whether the
 // instance has caught up with the stream.
-func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+func (s *Service) consume(ctx context.Context, cons bus.Fetcher) (bool, error) {
 	msgs, caughtUp, err := bus.Follow(ctx, cons, s.batch, 200*time.Millisecond, s.last)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/metrics"
@@ -188,10 +189,11 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	if start > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, s.js, events.Stream, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("snapshot: %w", err)
 	}
+	defer cons.Close()
 	for ctx.Err() == nil {
 		caughtUp, err := shadow.consume(ctx, cons)
 		if err != nil {

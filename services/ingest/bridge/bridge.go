@@ -297,10 +297,11 @@ func (b *Bridge) follow(ctx context.Context, caughtUp chan<- struct{}, start uin
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}
 	}
 	last := start
-	cons, err := b.cfg.JS.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, b.cfg.JS, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
+	defer cons.Close()
 	caught := false
 	for ctx.Err() == nil {
 		msgs, atEnd, err := bus.Follow(ctx, cons, 256, 200*time.Millisecond, last)

@@ -98,11 +98,12 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 	if since > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: since + 1}
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, s.js, events.Stream, cfg)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	defer cons.Close()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(watchLifetime + 10*time.Second))
 	w.Header().Set("Content-Type", "text/event-stream")

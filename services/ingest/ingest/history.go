@@ -71,11 +71,12 @@ func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(histo
 	if from > last {
 		return nil
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+	cons, err := bus.NewReader(ctx, s.js, events.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", events.Stream, err)
 	}
+	defer cons.Close()
 	var prev time.Time
 	for {
 		msgs, err := bus.Batch(ctx, cons, 1000, time.Second)

@@ -18,19 +18,19 @@ var errStillThere = errors.New("a sequence the read passed over is still in the 
 
 // reader reads JQ_EVENTS in order from a sequence, turning what it
 // receives into records that account for every sequence: events, and
-// spans the stream confirmed it no longer holds. Its ordered consumer is
-// ephemeral: a reader is dropped by forgetting it, and the server removes
-// the consumer once unused.
+// spans the stream confirmed it no longer holds. Its consumer (a
+// bus.Reader's) is ephemeral: a reader is dropped by forgetting it, and the
+// server removes the consumer once unused.
 type reader struct {
 	stream jetstream.Stream
-	cons   jetstream.Consumer
+	cons   *bus.Reader
 	// next is the first sequence not yet accounted for.
 	next uint64
 	max  int
 }
 
 func newReader(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, from uint64, batch int) (*reader, error) {
-	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+	cons, err := bus.NewReader(ctx, js, events.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
 		return nil, fmt.Errorf("read %s from %d: %w", events.Stream, from, err)

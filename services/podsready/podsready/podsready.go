@@ -144,10 +144,11 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 			cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1}
 		}
 	}
-	cons, err := s.js.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, s.js, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
+	defer cons.Close()
 	for ctx.Err() == nil {
 		caughtUp, err := s.consume(ctx, cons)
 		if err != nil {
@@ -200,7 +201,7 @@ func (s *Service) enabled() bool {
 // instance has caught up with the stream. It waits for events no longer
 // than until the next timer is due, and briefly on the manual clock, which
 // moves without events.
-func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+func (s *Service) consume(ctx context.Context, cons bus.Fetcher) (bool, error) {
 	wait := time.Second
 	if s.cfg.ManualClock {
 		wait = 20 * time.Millisecond

@@ -379,10 +379,11 @@ func (f *follower) run(ctx context.Context, js jetstream.JetStream, snaps *snaps
 		snaps.Restored(start)
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}
 	}
-	cons, err := js.OrderedConsumer(ctx, events.Stream, cfg)
+	cons, err := bus.NewReader(ctx, js, events.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
+	defer cons.Close()
 	for ctx.Err() == nil {
 		f.mu.Lock()
 		last := f.applied
