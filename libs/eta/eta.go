@@ -292,6 +292,9 @@ type sim struct {
 	gen     map[string]int
 	res     *Result
 	unknown map[string]bool
+	// left counts the pending workloads not admitted yet in the
+	// simulation: once none is, nothing further can change an estimate.
+	left int
 }
 
 // Estimates runs the engine forward from now. The engine is consumed: the
@@ -299,12 +302,11 @@ type sim struct {
 func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 	s := &sim{eng: eng, runs: runs, now: now, gen: map[string]int{}, unknown: map[string]bool{}, medians: map[Class]Runtime{},
 		res: &Result{Now: now, Estimates: map[string]*Estimate{}}}
-	pending := map[string]bool{}
 	for _, k := range sortedKeys(eng.Workloads()) {
 		w := eng.Workload(k)
 		switch w.Status {
 		case engine.Pending:
-			pending[k] = true
+			s.left++
 			s.res.Estimates[k] = &Estimate{Namespace: w.Object.Namespace, Name: w.Object.Name,
 				ClusterQueue: w.Info.ClusterQueue, Runtime: s.expected(w.Object)}
 		case engine.Admitted:
@@ -317,7 +319,7 @@ func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 	eng.RecordDecisions()
 	s.settle(now, nil)
 	horizon := now.Add(Horizon)
-	for timers := 0; s.res.Steps < MaxSteps && timers < MaxSteps; {
+	for timers := 0; s.left > 0 && s.res.Steps < MaxSteps && timers < MaxSteps; {
 		next := horizon
 		if s.queue.Len() > 0 && s.queue[0].at.Before(horizon) {
 			next = s.queue[0].at
@@ -396,6 +398,7 @@ func (s *sim) settle(at time.Time, done []Finish) {
 		if e == nil || e.At != nil {
 			continue
 		}
+		s.left--
 		t := at
 		wait := t.Sub(s.now).Seconds()
 		e.At, e.WaitSeconds = &t, &wait
