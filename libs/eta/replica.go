@@ -2,6 +2,7 @@ package eta
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/engine"
@@ -39,6 +40,31 @@ func (r *Replica) Apply(rec history.Record) {
 
 // State is the folded state; the caller must not modify it.
 func (r *Replica) State() *history.State { return r.st }
+
+// Builder returns a function that makes a fresh copy of the state as it
+// is now each time it is called (what a counterfactual probe changes is a
+// copy): the engine from one snapshot encoding, taken here, the rest
+// shallow-copied (a probe replaces objects, it never edits them).
+func (r *Replica) Builder() (func() (*history.State, error), error) {
+	b, err := r.st.Engine.EncodeSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("copy the state: %w", err)
+	}
+	st := *r.st
+	st.ClusterQueues, st.Flavors, st.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
+	st.Reasons, st.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
+	return func() (*history.State, error) {
+		eng, err := engine.DecodeSnapshot(b)
+		if err != nil {
+			return nil, fmt.Errorf("copy the state: %w", err)
+		}
+		c := st
+		c.Engine = eng
+		c.ClusterQueues, c.Flavors, c.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
+		c.Reasons, c.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
+		return &c, nil
+	}, nil
+}
 
 // Estimates runs the core forward from now on a copy of the state.
 func (r *Replica) Estimates(now time.Time) (*Result, error) {

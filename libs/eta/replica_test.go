@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/counterfactual"
+	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/history"
 )
 
@@ -243,4 +245,68 @@ func TestLearnerIsBounded(t *testing.T) {
 	if len(l.class) != 0 || len(l.admitted) != 0 {
 		t.Fatalf("remembers %d classes and %d admissions of finished workloads, want none", len(l.class), len(l.admitted))
 	}
+}
+
+// TestReplicaBuilderSearchesAsTheLog: counterfactuals searched on copies
+// of the replica's state equal those searched, as before, on folds of the
+// whole log compacted to what the live workloads depend on, for every
+// pending workload of random logs; and a search leaves the replica as it
+// was.
+func TestReplicaBuilderSearchesAsTheLog(t *testing.T) {
+	searched, withChanges := 0, 0
+	for seed := range uint64(6) {
+		log := randomLog(t, 120, seed).Log
+		now := log[len(log)-1].Event.Time.Add(time.Minute)
+		r := NewReplica()
+		for _, x := range log {
+			r.Apply(x)
+		}
+		before, err := r.State().Engine.EncodeSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := history.Compact(log, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pending []string
+		for k, w := range r.State().Engine.Workloads() {
+			if w.Status == engine.Pending {
+				pending = append(pending, k)
+			}
+		}
+		slices.Sort(pending)
+		for _, k := range pending[:min(len(pending), 4)] {
+			want, err := counterfactual.Search(history.Builder(live, time.Time{}), k, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			build, err := r.Builder()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := counterfactual.Search(build, k, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("seed %d, %s: counterfactuals differ (-compacted log,+replica):\n%s", seed, k, d)
+			}
+			searched++
+			if len(got.Changes) > 0 {
+				withChanges++
+			}
+		}
+		after, err := r.State().Engine.EncodeSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(before, after) {
+			t.Fatalf("seed %d: searching changed the replica's state", seed)
+		}
+	}
+	if searched < 10 || withChanges < 5 {
+		t.Fatalf("searched %d pending workloads, %d with changes: the logs test too little", searched, withChanges)
+	}
+	t.Logf("%d searches, %d with changes", searched, withChanges)
 }

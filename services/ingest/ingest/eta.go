@@ -113,6 +113,22 @@ func (s *Server) etas(ctx context.Context, at time.Time) (*etaSnapshot, error) {
 	return snap, nil
 }
 
+// presentState brings the replica to the log's end and returns a builder
+// of copies of its state (eta.Replica.Builder).
+func (s *Server) presentState(ctx context.Context) (func() (*history.State, error), error) {
+	c := s.etaCache()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the stream's state: %w", err)
+	}
+	if err := s.catchUp(ctx, c, info); err != nil {
+		return nil, err
+	}
+	return c.replica.Builder()
+}
+
 // catchUp brings the replica to the stream's last sequence, reading the
 // events after the last one it applied; it starts again from the first
 // event when there is no replica yet, the stream is another, or events it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/counterfactual"
 	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/eta"
 	"github.com/jetqueue/jetqueue/libs/history"
@@ -211,5 +212,57 @@ func TestETAStartsFromTheReplica(t *testing.T) {
 	check(log)
 	if n := read(); n != uint64(len(log)) {
 		t.Fatalf("after %d more events the replica has read %d in all, want %d", len(log)-half, n, len(log))
+	}
+
+	// A counterfactual explanation at the log's end starts from the same
+	// replica: it reads no event, and its changes are those a search over
+	// the log compacted to the live workloads finds.
+	st, err := history.Fold(log, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := history.Compact(log, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for k, w := range st.Engine.Workloads() {
+		if w.Status == engine.Pending {
+			pending = append(pending, k)
+		}
+	}
+	slices.Sort(pending)
+	if len(pending) < 2 {
+		t.Fatalf("%d pending workloads: the log is too easy", len(pending))
+	}
+	for _, k := range pending[:2] {
+		want, err := counterfactual.Search(history.Builder(live, time.Time{}), k, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, body := f.do(t, "GET", "/v1/workloads/"+k+"/explain?counterfactual=true&eta=false", nil, "")
+		if code != http.StatusOK {
+			t.Fatalf("explain %s: %d %s", k, code, body)
+		}
+		var got struct {
+			Counterfactuals json.RawMessage `json:"counterfactuals"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		var g bytes.Buffer
+		if err := json.Compact(&g, got.Counterfactuals); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w, g.Bytes()) || len(want.Changes) == 0 {
+			t.Fatalf("%s: counterfactuals\n%s\nwant (compacted log)\n%s", k, g.Bytes(), w)
+		}
+	}
+	if n := read(); n != uint64(len(log)) {
+		t.Fatalf("two explanations read %d events more, want none", n-uint64(len(log)))
 	}
 }

@@ -246,11 +246,32 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 		}
 		return http.StatusOK, ex, nil
 	}
-	// Both the explanation and the counterfactuals come from the log (up
-	// to at, or its end), so that they describe one state.
-	recs, st, floor, err := s.stateAtFloor(r.Context(), at)
-	if err != nil {
-		return 0, nil, err
+	// Both the explanation and the counterfactuals come from one state:
+	// the log folded up to at, or, at its end, a copy of the state ingest
+	// keeps up to date (eta.Replica), which reads only the events since
+	// the last request instead of the whole log.
+	var st *history.State
+	var build func() (*history.State, error)
+	if at.IsZero() {
+		if build, err = s.presentState(r.Context()); err != nil {
+			return 0, nil, err
+		}
+		if st, err = build(); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		recs, folded, floor, err := s.stateAtFloor(r.Context(), at)
+		if err != nil {
+			return 0, nil, err
+		}
+		st = folded
+		// Each probe folds the log again: only what the live workloads
+		// depend on.
+		live, err := history.CompactKept(recs, at, floor)
+		if err != nil {
+			return 0, nil, err
+		}
+		build = history.Builder(live, at)
 	}
 	w := st.Engine.Workload(key)
 	if w == nil {
@@ -273,13 +294,7 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	if now.IsZero() {
 		now = s.cfg.Now().UTC()
 	}
-	// Each probe folds the log again: only what the live workloads
-	// depend on.
-	live, err := history.CompactKept(recs, at, floor)
-	if err != nil {
-		return 0, nil, err
-	}
-	res, err := counterfactual.Search(history.Builder(live, at), key, now)
+	res, err := counterfactual.Search(build, key, now)
 	if err != nil {
 		return 0, nil, err
 	}
