@@ -25,15 +25,21 @@ import (
 // maximum of submit→QuotaReserved: the time from just before the submission
 // leaves the client to the moment the QuotaReserved event reaches a
 // consumer of JQ_EVENTS. Every workload fits. Run it with
-// `make bench-latency`.
+// `make bench-latency`; JQ_LATENCY_ONLY=http-1000 (or jq_submit-200, …)
+// runs one of the four.
 func BenchmarkSteadyLatency(b *testing.B) {
 	duration := time.Minute
 	if d, err := time.ParseDuration(os.Getenv("JQ_LATENCY_DURATION")); err == nil && d > 0 {
 		duration = d
 	}
+	// JQ_LATENCY_ONLY (for example "http-1000") runs one of the four.
+	only := os.Getenv("JQ_LATENCY_ONLY")
 	for b.Loop() {
 		for _, rate := range []int{200, 1000} {
 			for _, via := range []string{"http", "jq_submit"} {
+				if only != "" && only != fmt.Sprintf("%s-%d", via, rate) {
+					continue
+				}
 				lat, lost, offered := steadyRun(b, rate, duration, via)
 				if len(lat) == 0 {
 					b.Fatalf("%s at %d/s: nothing admitted", via, rate)
