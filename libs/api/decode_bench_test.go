@@ -97,3 +97,21 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidate times Validate of one typical Workload (the big
+// scenario's shape: one podSet, one container, cpu and memory requests):
+// `cd libs && go test -run '^$' -bench Validate -benchmem ./api`.
+func BenchmarkValidate(b *testing.B) {
+	objs, err := Decode([]byte(strings.Trim(string(workloadsJSON(1)), "[]")))
+	if err != nil || len(objs) != 1 {
+		b.Fatal(objs, err)
+	}
+	wl := objs[0]
+	start := cpuTime()
+	for b.Loop() {
+		if err := Validate(wl); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

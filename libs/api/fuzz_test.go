@@ -61,10 +61,15 @@ func FuzzDecode(f *testing.F) {
 			if o == nil {
 				t.Fatal("nil object")
 			}
-			if verr := Validate(o); verr != nil {
+			verr := Validate(o)
+			if verr != nil {
 				if errs, ok := verr.(Errors); !ok || len(errs) == 0 {
 					t.Fatalf("Validate error %T is not a non-empty Errors", verr)
 				}
+			}
+			// The fast accept (validfast.go) changes no answer.
+			if full := validateFull(o); (full == nil) != (verr == nil) || (full != nil && full.Error() != verr.Error()) {
+				t.Fatalf("Validate = %v, the full validation %v", verr, full)
 			}
 			_ = ObjectRef(o)
 			_ = o.DeepCopyObject()
@@ -81,7 +86,11 @@ func FuzzDecode(f *testing.F) {
 				_ = WorkloadPriority(x)
 			case *Job:
 				if wl, err := JobToWorkload(x, classes); err == nil {
-					if Validate(wl) == nil {
+					werr, full := Validate(wl), validateFull(wl)
+					if (werr == nil) != (full == nil) || (full != nil && full.Error() != werr.Error()) {
+						t.Fatalf("Validate = %v, the full validation %v", werr, full)
+					}
+					if werr == nil {
 						assertUsageFits(t, wl)
 					}
 					PodRequests(&wl.Spec.PodSets[0].Template.Spec)

@@ -37,10 +37,18 @@ const (
 // object (Decode defaults); on an undefaulted ClusterQueue an empty
 // queueingStrategy is reported as unsupported. It never mutates obj.
 func Validate(obj Object) error {
-	ref := ObjectRef(obj)
 	if isNilObject(obj) {
-		return Errors{{Object: ref, Message: "object is nil"}}
+		return Errors{{Object: ObjectRef(obj), Message: "object is nil"}}
 	}
+	if wl, ok := obj.(*Workload); ok && workloadValid(wl) {
+		return nil // the common case, accepted without building paths (validfast.go)
+	}
+	return validateFull(obj)
+}
+
+// validateFull is Validate without the fast accept: it names every error.
+func validateFull(obj Object) error {
+	ref := ObjectRef(obj)
 	var errs field.ErrorList
 	switch o := obj.(type) {
 	case *ResourceFlavor:

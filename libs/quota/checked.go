@@ -57,6 +57,21 @@ func SatAdd(a, b int64) int64 {
 // the amount is beyond ±math.MaxInt64 units, where Quantity.MilliValue and
 // Value wrap or return 0.
 func ValueExact(name corev1.ResourceName, q resource.Quantity) (int64, bool) {
+	// An integer amount held as an int64 (most are: "4", "16Gi") converts
+	// without leaving that form: the general path below allocates.
+	if v, ok := q.AsInt64(); ok && v != math.MinInt64 {
+		if name != corev1.ResourceCPU {
+			return v, true
+		}
+		if v <= math.MaxInt64/1000 && v >= -(math.MaxInt64/1000) {
+			return v * 1000, true
+		}
+	}
+	return valueExact(name, q)
+}
+
+// valueExact is ValueExact for any quantity.
+func valueExact(name corev1.ResourceName, q resource.Quantity) (int64, bool) {
 	// Amounts far from the int64 range are decided from their size alone:
 	// comparing or converting 1e10000000 exactly would cost seconds.
 	shift := 0

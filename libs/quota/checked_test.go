@@ -2,6 +2,8 @@ package quota
 
 import (
 	"math"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,5 +108,36 @@ func TestUsageAddSaturates(t *testing.T) {
 	}
 	if u.Sub(Usage{cell: math.MinInt64}) || u[cell] != math.MaxInt64 {
 		t.Fatalf("sub of MinInt64 must saturate and report: %v", u)
+	}
+}
+
+// TestValueExactFastAgrees: the int64 shortcut of ValueExact answers what
+// the general conversion answers, around every bound it tests.
+func TestValueExactFastAgrees(t *testing.T) {
+	amounts := []string{"0", "-0", "1", "-1", "4", "16Gi", "7Ei", "8Ei", "-8Ei", "1Pi", "1k", "1M", "1E", "9E", "10E",
+		"9223372036854775807", "-9223372036854775807", "-9223372036854775808", "9223372036854775808",
+		"9223372036854775", "9223372036854776", "-9223372036854775", "-9223372036854776",
+		"9223372036854775k", "9223372036854k", "9223372036855k", "-9223372036855k", "9223372036854M", "9223372036855M",
+		"9223372036854775807m", "500m", "1.5", "0.001", "1e3", "1e18", "1e19", "-1e18", "1e-40", "1e30"}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 2000 {
+		v := rng.Int64() >> rng.IntN(64)
+		if rng.IntN(2) == 0 {
+			v = -v
+		}
+		amounts = append(amounts, strconv.FormatInt(v, 10)+[]string{"", "k", "M", "G", "T", "Ki", "Mi", "m", "u"}[rng.IntN(9)])
+	}
+	for _, s := range amounts {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			continue // out of ParseQuantity's range
+		}
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, "example.com/gpu"} {
+			v, ok := ValueExact(name, q)
+			wv, wok := valueExact(name, q)
+			if ok != wok || (ok && v != wv) {
+				t.Errorf("ValueExact(%s, %s) = %d, %v; the general conversion: %d, %v", name, s, v, ok, wv, wok)
+			}
+		}
 	}
 }
