@@ -295,13 +295,34 @@ type sim struct {
 	// left counts the pending workloads not admitted yet in the
 	// simulation: once none is, nothing further can change an estimate.
 	left int
+	// want are the workloads Until waits for that have no estimate yet.
+	want map[string]bool
 }
 
-// Estimates runs the engine forward from now. The engine is consumed: the
+// Estimates runs the engine forward from now until every pending workload
+// has its estimate (or the simulation ends). The engine is consumed: the
 // caller passes a state folded for this purpose.
 func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
+	return Start(eng, runs, now).Until(nil)
+}
+
+// Sim is a simulation run forward only as far as asked. Until runs it on
+// until given workloads have been admitted in it; an estimate, once given,
+// never changes as it runs further (it is the first admission), so a page
+// of ETAs costs the simulation up to its last workload rather than the
+// whole backlog's, and the next page goes on from there. A Sim is not safe
+// for concurrent use; its Result grows as it runs.
+type Sim struct {
+	s      *sim
+	timers int
+	ended  bool
+}
+
+// Start prepares a simulation of the engine from now (the engine is
+// consumed) and makes the admissions possible at now.
+func Start(eng *engine.Engine, runs Runs, now time.Time) *Sim {
 	s := &sim{eng: eng, runs: runs, now: now, gen: map[string]int{}, unknown: map[string]bool{}, medians: map[Class]Runtime{},
-		res: &Result{Now: now, Estimates: map[string]*Estimate{}}}
+		res: &Result{Now: now, Estimates: map[string]*Estimate{}}, want: map[string]bool{}}
 	for _, k := range sortedKeys(eng.Workloads()) {
 		w := eng.Workload(k)
 		switch w.Status {
@@ -318,34 +339,76 @@ func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 	}
 	eng.RecordDecisions()
 	s.settle(now, nil)
-	horizon := now.Add(Horizon)
-	for timers := 0; s.left > 0 && s.res.Steps < MaxSteps && timers < MaxSteps; {
-		next := horizon
-		if s.queue.Len() > 0 && s.queue[0].at.Before(horizon) {
-			next = s.queue[0].at
+	return &Sim{s: s}
+}
+
+// Until runs the simulation until each of keys (namespace/name) that is
+// pending has its estimate, or, for nil, until every pending workload has;
+// either way it stops where the whole simulation would (the horizon,
+// MaxSteps, nothing left to run). Estimates of workloads not reached yet
+// are incomplete (no At, no Assumption) until the simulation reaches them
+// or ends.
+func (x *Sim) Until(keys []string) *Result {
+	s := x.s
+	clear(s.want)
+	for _, k := range keys {
+		if e := s.res.Estimates[k]; e != nil && e.At == nil {
+			s.want[k] = true
 		}
-		if s.fireTimer(next) {
-			timers++
-			continue
-		}
-		if s.queue.Len() == 0 || s.queue[0].at.After(horizon) {
-			break
-		}
-		at := s.queue[0].at
-		// Every finish of this instant, then one run to quiescence.
-		var done []Finish
-		for s.queue.Len() > 0 && s.queue[0].at.Equal(at) {
-			st := heap.Pop(&s.queue).(finishStep)
-			w := eng.Workload(st.key)
-			if w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
-				continue // that run was cut short
-			}
-			_ = eng.Finish(st.key, at)
-			done = append(done, st.fin)
-			s.res.Steps++
-		}
-		s.settle(at, done)
 	}
+	for !x.ended && (keys == nil || len(s.want) > 0) {
+		if !x.step() {
+			x.end()
+		}
+	}
+	s.res.UnknownRuns = len(s.unknown)
+	return s.res
+}
+
+// Ended reports whether the simulation has run to its end.
+func (x *Sim) Ended() bool { return x.ended }
+
+// step simulates the next instant (a timer, or every finish of an
+// instant and one run to quiescence); false when the simulation is over.
+func (x *Sim) step() bool {
+	s := x.s
+	if s.left == 0 || s.res.Steps >= MaxSteps || x.timers >= MaxSteps {
+		return false
+	}
+	horizon := s.now.Add(Horizon)
+	next := horizon
+	if s.queue.Len() > 0 && s.queue[0].at.Before(horizon) {
+		next = s.queue[0].at
+	}
+	if s.fireTimer(next) {
+		x.timers++
+		return true
+	}
+	if s.queue.Len() == 0 || s.queue[0].at.After(horizon) {
+		return false
+	}
+	at := s.queue[0].at
+	// Every finish of this instant, then one run to quiescence.
+	var done []Finish
+	for s.queue.Len() > 0 && s.queue[0].at.Equal(at) {
+		st := heap.Pop(&s.queue).(finishStep)
+		w := s.eng.Workload(st.key)
+		if w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
+			continue // that run was cut short
+		}
+		_ = s.eng.Finish(st.key, at)
+		done = append(done, st.fin)
+		s.res.Steps++
+	}
+	s.settle(at, done)
+	return true
+}
+
+// end completes the result: why each workload never admitted has no ETA.
+func (x *Sim) end() {
+	s := x.s
+	x.ended = true
+	clear(s.want)
 	s.res.Truncated = s.res.Steps >= MaxSteps
 	s.res.UnknownRuns = len(s.unknown)
 	for k, e := range s.res.Estimates {
@@ -353,7 +416,6 @@ func Estimates(eng *engine.Engine, runs Runs, now time.Time) *Result {
 			e.Assumption = s.unadmitted(k)
 		}
 	}
-	return s.res
 }
 
 // expected is Expected, with each class's median computed once.
@@ -399,6 +461,7 @@ func (s *sim) settle(at time.Time, done []Finish) {
 			continue
 		}
 		s.left--
+		delete(s.want, d.Key)
 		t := at
 		wait := t.Sub(s.now).Seconds()
 		e.At, e.WaitSeconds = &t, &wait

@@ -68,6 +68,17 @@ func (r *Replica) Builder() (func() (*history.State, error), error) {
 
 // Estimates runs the core forward from now on a copy of the state.
 func (r *Replica) Estimates(now time.Time) (*Result, error) {
+	x, err := r.Start(now)
+	if err != nil {
+		return nil, err
+	}
+	return x.Until(nil), nil
+}
+
+// Start prepares a simulation from now on a copy of the state and of the
+// run times learnt so far (the replica goes on applying events; the
+// simulation keeps what it started from).
+func (r *Replica) Start(now time.Time) (*Sim, error) {
 	b, err := r.st.Engine.EncodeSnapshot()
 	if err != nil {
 		return nil, fmt.Errorf("copy the state: %w", err)
@@ -76,5 +87,5 @@ func (r *Replica) Estimates(now time.Time) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy the state: %w", err)
 	}
-	return Estimates(eng, r.learn.Runs(), now), nil
+	return Start(eng, maps.Clone(r.learn.Runs()), now), nil
 }

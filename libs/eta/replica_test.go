@@ -310,3 +310,68 @@ func TestReplicaBuilderSearchesAsTheLog(t *testing.T) {
 	}
 	t.Logf("%d searches, %d with changes", searched, withChanges)
 }
+
+// TestUntilGivesTheWholeRunsEstimates: a simulation run only until some
+// workloads are admitted gives each of them the estimate the whole
+// simulation gives, having simulated fewer finishes; running it on
+// (another page, then to the end) changes none of the estimates given.
+func TestUntilGivesTheWholeRunsEstimates(t *testing.T) {
+	shorter := 0
+	for seed := range uint64(10) {
+		log := randomLog(t, 150, seed).Log
+		now := log[len(log)-1].Event.Time.Add(time.Minute)
+		r := NewReplica()
+		for _, x := range log {
+			r.Apply(x)
+		}
+		whole, err := r.Estimates(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := r.Start(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := sortedKeys(whole.Estimates)
+		rng := rand.New(rand.NewPCG(seed, 5))
+		pages := [][]string{}
+		for range 3 {
+			var page []string
+			for _, k := range keys {
+				if rng.IntN(4) == 0 {
+					page = append(page, k)
+				}
+			}
+			pages = append(pages, page)
+		}
+		given := map[string]Estimate{}
+		for i, page := range pages {
+			res := x.Until(page)
+			if i == 0 && !x.Ended() && res.Steps < whole.Steps {
+				shorter++
+			}
+			for _, k := range page {
+				got, want := res.Estimates[k], whole.Estimates[k]
+				if got.At == nil && !x.Ended() {
+					t.Fatalf("seed %d: %s has no estimate and the simulation has not ended", seed, k)
+				}
+				if d := cmp.Diff(want, got); d != "" {
+					t.Fatalf("seed %d, page %d: %s (-whole run,+until):\n%s", seed, i, k, d)
+				}
+				given[k] = *got
+			}
+		}
+		res := x.Until(nil)
+		if d := cmp.Diff(whole, res); d != "" {
+			t.Fatalf("seed %d: run to the end (-whole run,+until):\n%s", seed, d)
+		}
+		for k, e := range given {
+			if d := cmp.Diff(e, *res.Estimates[k]); d != "" {
+				t.Fatalf("seed %d: %s changed after it was given:\n%s", seed, k, d)
+			}
+		}
+	}
+	if shorter < 3 {
+		t.Fatalf("the first page stopped early in %d of 10 logs: the test shows nothing", shorter)
+	}
+}

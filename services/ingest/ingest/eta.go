@@ -26,9 +26,12 @@ import (
 // request comes. The first request after ingest starts reads the log from
 // its first event; a gap in the sequence (retention purged past it) or a
 // new stream starts the replica again from the first. The simulation runs
-// on a copy of the replica's engine. One computation serves every request
-// while the log has not grown, for etaFresh of the clock; after that the
-// simulation runs again on the same replica, reading nothing.
+// on a copy of the replica's engine, and only as far as a request needs:
+// until the workloads of the page asked for are admitted in it (eta.Sim),
+// so the first page of a large backlog costs the simulation up to its
+// last workload, and a later page goes on from there. One simulation
+// serves every request while the log has not grown, for etaFresh of the
+// clock; after that a new one starts on the same replica, reading nothing.
 //
 // An estimate at a point in time (?at=) folds the log up to it, as the
 // other history answers do, and the last such computation is kept too.
@@ -63,7 +66,45 @@ type etaSnapshot struct {
 	asOf    *AsOf
 	items   []etaItem
 	byKey   map[string]*etaItem
-	res     *eta.Result
+	// sim is run on by each request as far as it needs, under the
+	// cache's lock; items hold no estimate (they grow as sim runs).
+	sim *eta.Sim
+}
+
+// etaView is what one request reads of the estimates, copied under the
+// cache's lock: the snapshot (positions), the estimates of the workloads
+// it picked, and the simulation's figures so far.
+type etaView struct {
+	snap      *etaSnapshot
+	est       map[string]*eta.Estimate
+	steps     int
+	truncated bool
+	unknown   int
+}
+
+// etaView runs the estimates as of at (zero: the log's end, now) until the
+// workloads pick names (from the snapshot, under the lock) have theirs.
+func (s *Server) etaView(ctx context.Context, at time.Time, pick func(*etaSnapshot) []string) (*etaView, error) {
+	c := s.etaCache()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap, err := s.etasLocked(ctx, c, at)
+	if err != nil {
+		return nil, err
+	}
+	keys := pick(snap)
+	if keys == nil {
+		keys = []string{}
+	}
+	res := snap.sim.Until(keys)
+	v := &etaView{snap: snap, est: make(map[string]*eta.Estimate, len(keys)), steps: res.Steps, truncated: res.Truncated, unknown: res.UnknownRuns}
+	for _, k := range keys {
+		if e := res.Estimates[k]; e != nil {
+			cp := *e
+			v.est[k] = &cp
+		}
+	}
+	return v, nil
 }
 
 // etaItem is one pending workload of GET /v1/eta.
@@ -83,11 +124,9 @@ func (s *Server) etaCache() *etaCache {
 	return c.(*etaCache)
 }
 
-// etas returns the estimates as of at (zero: the log's end, now).
-func (s *Server) etas(ctx context.Context, at time.Time) (*etaSnapshot, error) {
-	c := s.etaCache()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// etasLocked returns the estimates' snapshot as of at (zero: the log's
+// end, now); the caller holds c.mu.
+func (s *Server) etasLocked(ctx context.Context, c *etaCache, at time.Time) (*etaSnapshot, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
@@ -102,12 +141,13 @@ func (s *Server) etas(ctx context.Context, at time.Time) (*etaSnapshot, error) {
 	if err := s.catchUp(ctx, c, info); err != nil {
 		return nil, err
 	}
-	res, err := c.replica.Estimates(now)
+	sim, err := c.replica.Start(now)
 	if err != nil {
 		return nil, err
 	}
 	st := c.replica.State()
-	snap := newETASnapshot(st, res, time.Time{}, now, info.State.LastSeq)
+	snap := newETASnapshot(st, time.Time{}, now, info.State.LastSeq)
+	snap.sim = sim
 	snap.asOf = asOf(time.Time{}, st)
 	c.last = snap
 	return snap, nil
@@ -180,20 +220,17 @@ func (s *Server) etasAt(ctx context.Context, c *etaCache, info *jetstream.Stream
 	}
 	// The state is folded for this computation alone: the view of its
 	// workloads is taken before the simulation moves its engine.
-	snap := newETASnapshot(st, nil, at, at, info.State.LastSeq)
+	snap := newETASnapshot(st, at, at, info.State.LastSeq)
 	snap.asOf = asOf(at, st)
-	snap.res = eta.Estimates(st.Engine, eta.Recorded(recs, at), at)
-	for i := range snap.items {
-		snap.items[i].ETA = snap.res.Estimates[api.NamespacedName(snap.items[i].Namespace, snap.items[i].Name)]
-	}
+	snap.sim = eta.Start(st.Engine, eta.Recorded(recs, at), at)
 	c.lastAt = snap
 	return snap, nil
 }
 
 // newETASnapshot lists the pending workloads of st in ClusterQueue order,
-// with their positions and, when res is set, their estimates.
-func newETASnapshot(st *history.State, res *eta.Result, at, now time.Time, lastSeq uint64) *etaSnapshot {
-	snap := &etaSnapshot{at: at, now: now, lastSeq: lastSeq, res: res}
+// with their positions.
+func newETASnapshot(st *history.State, at, now time.Time, lastSeq uint64) *etaSnapshot {
+	snap := &etaSnapshot{at: at, now: now, lastSeq: lastSeq}
 	var pending []*engine.Workload
 	for _, w := range st.Engine.Workloads() {
 		if w.Status == engine.Pending {
@@ -216,11 +253,7 @@ func newETASnapshot(st *history.State, res *eta.Result, at, now time.Time, lastS
 		if i > 0 && pending[i-1].Info.ClusterQueue != w.Info.ClusterQueue {
 			pos = 0
 		}
-		it := etaItem{WorkloadView: view(st, w), Position: pos}
-		if res != nil {
-			it.ETA = res.Estimates[w.Info.Key]
-		}
-		snap.items = append(snap.items, it)
+		snap.items = append(snap.items, etaItem{WorkloadView: view(st, w), Position: pos})
 		pos++
 	}
 	for i := range snap.items {
@@ -292,31 +325,36 @@ func (s *Server) pendingETAs(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	snap, err := s.etas(r.Context(), at)
+	items := []etaItem{}
+	total := 0
+	v, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
+		var keys []string
+		for i := range snap.items {
+			it := &snap.items[i]
+			switch {
+			case ns != "" && it.Namespace != ns,
+				allowed != nil && !allowed[it.Namespace],
+				cq != "" && it.ClusterQueue != cq,
+				lq != "" && it.LocalQueue != lq:
+				continue
+			}
+			if total >= offset && len(items) < limit {
+				items = append(items, *it)
+				keys = append(keys, api.NamespacedName(it.Namespace, it.Name))
+			}
+			total++
+		}
+		return keys
+	})
 	if err != nil {
 		return 0, nil, err
 	}
 	visible := s.mayRead(r)
-	items := []etaItem{}
-	total := 0
-	for i := range snap.items {
-		it := &snap.items[i]
-		switch {
-		case ns != "" && it.Namespace != ns,
-			allowed != nil && !allowed[it.Namespace],
-			cq != "" && it.ClusterQueue != cq,
-			lq != "" && it.LocalQueue != lq:
-			continue
-		}
-		if total >= offset && len(items) < limit {
-			v := *it
-			v.ETA = redacted(it.ETA, visible)
-			items = append(items, v)
-		}
-		total++
+	for i := range items {
+		items[i].ETA = redacted(v.est[api.NamespacedName(items[i].Namespace, items[i].Name)], visible)
 	}
-	return http.StatusOK, map[string]any{"items": items, "total": total, "offset": offset, "now": snap.now,
-		"asOf": snap.asOf, "steps": snap.res.Steps, "truncated": snap.res.Truncated, "unknownRuns": snap.res.UnknownRuns}, nil
+	return http.StatusOK, map[string]any{"items": items, "total": total, "offset": offset, "now": v.snap.now,
+		"asOf": v.snap.asOf, "steps": v.steps, "truncated": v.truncated, "unknownRuns": v.unknown}, nil
 }
 
 func intParam(v, field string, def, lo, hi int) (int, error) {
@@ -333,15 +371,27 @@ func intParam(v, field string, def, lo, hi int) (int, error) {
 // withETA adds each pending item's estimate to a page of workloads
 // (GET /v1/workloads?eta=true).
 func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Time) ([]any, error) {
-	snap, err := s.etas(r.Context(), at)
+	positions := map[string]int{}
+	ev, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
+		var keys []string
+		for _, v := range items {
+			k := api.NamespacedName(v.Namespace, v.Name)
+			if it := snap.byKey[k]; it != nil && v.Status == string(engine.Pending) {
+				positions[k] = it.Position
+				keys = append(keys, k)
+			}
+		}
+		return keys
+	})
 	if err != nil {
 		return nil, err
 	}
 	visible := s.mayRead(r)
 	out := make([]any, 0, len(items))
 	for _, v := range items {
-		it := snap.byKey[api.NamespacedName(v.Namespace, v.Name)]
-		if v.Status != string(engine.Pending) || it == nil {
+		k := api.NamespacedName(v.Namespace, v.Name)
+		pos, ok := positions[k]
+		if !ok {
 			out = append(out, v)
 			continue
 		}
@@ -349,7 +399,7 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 			store.WorkloadView
 			Position int           `json:"positionInClusterQueue"`
 			ETA      *eta.Estimate `json:"eta"`
-		}{v, it.Position, redacted(it.ETA, visible)})
+		}{v, pos, redacted(ev.est[k], visible)})
 	}
 	return out, nil
 }
@@ -357,13 +407,18 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 // etaOf is a pending workload's estimate for explain, as the caller may
 // see it; nil when it is not pending.
 func (s *Server) etaOf(r *http.Request, key string, at time.Time) (*eta.Estimate, error) {
-	snap, err := s.etas(r.Context(), at)
+	v, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
+		if snap.byKey[key] == nil {
+			return nil
+		}
+		return []string{key}
+	})
 	if err != nil {
 		return nil, err
 	}
-	it := snap.byKey[key]
-	if it == nil {
+	e := v.est[key]
+	if e == nil {
 		return nil, nil
 	}
-	return redacted(it.ETA, s.mayRead(r)), nil
+	return redacted(e, s.mayRead(r)), nil
 }

@@ -120,6 +120,7 @@ type etaAnswer struct {
 		ETA             json.RawMessage `json:"eta"`
 	} `json:"items"`
 	Total int `json:"total"`
+	Steps int `json:"steps"`
 	AsOf  struct {
 		Seq uint64 `json:"seq"`
 	} `json:"asOf"`
@@ -212,6 +213,45 @@ func TestETAStartsFromTheReplica(t *testing.T) {
 	check(log)
 	if n := read(); n != uint64(len(log)) {
 		t.Fatalf("after %d more events the replica has read %d in all, want %d", len(log)-half, n, len(log))
+	}
+
+	// A page costs the simulation up to its last workload: the first
+	// page's estimate is the whole simulation's, after fewer finishes;
+	// every page at once takes them all.
+	now = now.Add(etaFresh)
+	folded, err := history.Fold(log, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := eta.Estimates(folded.Engine, eta.Recorded(log, time.Time{}), now)
+	for _, c := range []struct {
+		limit   int
+		shorter bool
+	}{{1, true}, {1000, false}} {
+		code, _, body := f.do(t, "GET", fmt.Sprintf("/v1/eta?limit=%d", c.limit), nil, "")
+		if code != http.StatusOK {
+			t.Fatalf("GET /v1/eta: %d %s", code, body)
+		}
+		var page etaAnswer
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if c.shorter != (page.Steps < whole.Steps) || page.Steps > whole.Steps || len(page.Items) != min(c.limit, len(whole.Estimates)) {
+			t.Fatalf("limit %d: %d items after %d finishes, the whole simulation %d finishes", c.limit, len(page.Items), page.Steps, whole.Steps)
+		}
+		for _, it := range page.Items {
+			w, err := json.Marshal(whole.Estimates[api.NamespacedName(it.Namespace, it.Name)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g bytes.Buffer
+			if err := json.Compact(&g, it.ETA); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(w, g.Bytes()) {
+				t.Fatalf("limit %d, %s/%s: estimate\n%s\nwant (whole simulation)\n%s", c.limit, it.Namespace, it.Name, g.Bytes(), w)
+			}
+		}
 	}
 
 	// A counterfactual explanation at the log's end starts from the same
