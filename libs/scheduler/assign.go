@@ -98,7 +98,8 @@ func (a *Assignment) Mode() Mode {
 	return m
 }
 
-// Message renders Kueue v0.6's wording of why the assignment is not Fit.
+// Message renders Kueue v0.6's wording of why the assignment is not Fit:
+// per podSet that does not fit, its reasons sorted and joined.
 func (a *Assignment) Message() string {
 	var b strings.Builder
 	for _, ps := range a.PodSets {
@@ -108,9 +109,20 @@ func (a *Assignment) Message() string {
 		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		reasons := slices.Clone(ps.reasons)
-		sort.Strings(reasons)
-		fmt.Fprintf(&b, "couldn't assign flavors to pod set %s: %s", ps.Name, strings.Join(reasons, ", "))
+		b.WriteString("couldn't assign flavors to pod set ")
+		b.WriteString(ps.Name)
+		b.WriteString(": ")
+		reasons := ps.reasons
+		if len(reasons) > 1 {
+			reasons = slices.Clone(reasons)
+			sort.Strings(reasons)
+		}
+		for i, r := range reasons {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(r)
+		}
 	}
 	return b.String()
 }
@@ -135,7 +147,7 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 		if counts != nil {
 			count = counts[i]
 		}
-		req, overflow := podSetRequests(ps, count, coversPods)
+		req, overflow := ps.requests(count, counts == nil, coversPods)
 		psa := PodSetAssignment{Name: ps.Name, Count: count, Requests: req,
 			Flavors: make(map[corev1.ResourceName]FlavorChoice, len(req))}
 		if overflow != "" {
@@ -199,6 +211,21 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 	return a
 }
 
+// requests is podSetRequests, kept for the full count (full), which every
+// attempt but partial admission's asks for. The map is shared by the
+// assignments made from it, which only read it.
+func (ps *PodSet) requests(count int32, full, coversPods bool) (map[corev1.ResourceName]int64, corev1.ResourceName) {
+	if !full {
+		return podSetRequests(ps, count, coversPods)
+	}
+	if c := ps.reqs; c != nil && c.count == count && c.coversPods == coversPods {
+		return c.req, c.overflow
+	}
+	req, overflow := podSetRequests(ps, count, coversPods)
+	ps.reqs = &podSetReqs{count: count, coversPods: coversPods, req: req, overflow: overflow}
+	return req, overflow
+}
+
 // podSetRequests is the podSet's total per resource (per-pod request ×
 // count), or the first resource, in name order, whose total overflows int64.
 func podSetRequests(ps *PodSet, count int32, coversPods bool) (map[corev1.ResourceName]int64, corev1.ResourceName) {
@@ -242,7 +269,11 @@ type status struct {
 }
 
 func (s *status) add(b blocker, format string, args ...any) {
-	s.reasons = append(s.reasons, fmt.Sprintf(format, args...))
+	s.addMessage(b, fmt.Sprintf(format, args...))
+}
+
+func (s *status) addMessage(b blocker, msg string) {
+	s.reasons = append(s.reasons, msg)
 	s.blockers = append(s.blockers, b)
 }
 
@@ -385,7 +416,10 @@ func fitsQuotaAfter(cq *ClusterQueue, fr quota.FlavorResource, request, earlier 
 }
 
 // fitsQuota decides how val of one cell fits the queue (Kueue's
-// fitsResourceQuota), recording why it does not fit into st.
+// fitsResourceQuota), recording why it does not fit into st. It reads each
+// of the cell's limits, usage and cohort pools once (requestable,
+// cohortUsed and maxAttainable over values already looked up), and builds
+// its messages by concatenation: the same text as their fmt forms.
 func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status) (Mode, bool) {
 	l := cq.Limits[fr]
 	used := cq.Usage[fr]
@@ -394,37 +428,51 @@ func fitsQuota(cq *ClusterQueue, fr quota.FlavorResource, val int64, st *status)
 	if val <= l.Nominal {
 		mode = Preempt
 	}
-	requestable := cq.requestable(fr)
+	requestable, cohortUsed := l.Nominal, used
+	if co := cq.Cohort; co != nil {
+		requestable = quota.SatAdd(co.Requestable[fr], l.Guaranteed())
+		cohortUsed = quota.SatAdd(co.Used[fr], min(used, l.Guaranteed()))
+	}
 	if bw := cq.Preemption.BorrowWithinCohort; bw != nil && bw.Policy != "" && bw.Policy != api.BorrowWithinCohortNever {
 		if (l.BorrowingLimit == nil || val <= quota.SatAdd(l.Nominal, *l.BorrowingLimit)) && val <= requestable {
 			mode = Preempt
 			borrow = val > l.Nominal
 		}
 	}
-	token := WaitingForQuota
-	if val > cq.maxAttainable(fr) {
-		token = ExceedsMaxQuota
+	// token is WaitingForQuota unless val is above what the queue could
+	// ever hold (maxAttainable); only a cell that does not fit needs it.
+	token := func() string {
+		m := requestable
+		if l.BorrowingLimit != nil {
+			m = min(m, quota.SatAdd(l.Nominal, *l.BorrowingLimit))
+		}
+		if val > max(m, l.Nominal) {
+			return ExceedsMaxQuota
+		}
+		return WaitingForQuota
 	}
+	res, flavor := string(fr.Resource), fr.Flavor
 	if l.BorrowingLimit != nil {
 		if limit := quota.SatAdd(l.Nominal, *l.BorrowingLimit); exceeds(used, val, limit) {
-			st.add(blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: shortfall(used, val, limit)},
-				"borrowing limit for %s in flavor %s exceeded", fr.Resource, fr.Flavor)
+			st.addMessage(blocker{token: token(), flavor: fr.Flavor, resource: fr.Resource, shortfall: shortfall(used, val, limit)},
+				"borrowing limit for "+res+" in flavor "+flavor+" exceeded")
 			return mode, borrow
 		}
 	}
-	lack := shortfall(cq.cohortUsed(fr), val, requestable)
+	lack := shortfall(cohortUsed, val, requestable)
 	if lack <= 0 {
 		return Fit, exceeds(used, val, l.Nominal)
 	}
-	b := blocker{token: token, flavor: fr.Flavor, resource: fr.Resource, shortfall: lack}
-	amount := quota.Format(fr.Resource, lack)
+	b := blocker{token: token(), flavor: fr.Flavor, resource: fr.Resource, shortfall: lack}
 	switch {
 	case cq.Cohort != nil:
-		st.add(b, "insufficient unused quota in cohort for %s in flavor %s, %s more needed", fr.Resource, fr.Flavor, amount)
+		st.addMessage(b, "insufficient unused quota in cohort for "+res+" in flavor "+flavor+", "+
+			quota.Format(fr.Resource, lack)+" more needed")
 	case mode == NoFit:
-		st.add(b, "insufficient quota for %s in flavor %s in ClusterQueue", fr.Resource, fr.Flavor)
+		st.addMessage(b, "insufficient quota for "+res+" in flavor "+flavor+" in ClusterQueue")
 	default:
-		st.add(b, "insufficient unused quota for %s in flavor %s, %s more needed", fr.Resource, fr.Flavor, amount)
+		st.addMessage(b, "insufficient unused quota for "+res+" in flavor "+flavor+", "+
+			quota.Format(fr.Resource, lack)+" more needed")
 	}
 	return mode, borrow
 }

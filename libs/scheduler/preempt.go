@@ -297,11 +297,40 @@ func candidates(cq *ClusterQueue, wl *Workload, need map[quota.FlavorResource]bo
 		}
 		return false
 	}
+	// skip reads the queue's keys, when it has them, for what rules a
+	// workload out without loading its record: a priority the filter
+	// refuses (rejects) or a mask, over the preemptor's cell table,
+	// without a needed cell. The others are checked on the record as
+	// before.
+	skip := func(q *ClusterQueue, keys []admittedKey, i int, rejects func(int32) bool) bool {
+		if keys == nil {
+			return false
+		}
+		k := &keys[i]
+		if rejects(k.priority) {
+			return true
+		}
+		if q.cells != cq.cells {
+			return false
+		}
+		if k.maskState == maskUnknown {
+			k.maskState = maskNone
+			if m, ok := q.Admitted[i].cellMask(q.cells); ok {
+				k.maskState, k.mask = maskKnown, m
+			}
+		}
+		return k.maskState == maskKnown && k.mask&needMask == 0
+	}
 	var out []*AdmittedWorkload
 	p := cq.Preemption
 	if p.WithinClusterQueue != "" && p.WithinClusterQueue != api.PreemptionNever {
 		newerEqual := p.WithinClusterQueue == api.PreemptionLowerOrNewerEqualPriority
-		for _, c := range cq.Admitted {
+		rejects := func(prio int32) bool { return prio > wl.Priority || prio == wl.Priority && !newerEqual }
+		keys := cq.admittedKeys()
+		for i, c := range cq.Admitted {
+			if skip(cq, keys, i, rejects) {
+				continue
+			}
 			if c.Priority > wl.Priority {
 				continue
 			}
@@ -314,12 +343,18 @@ func candidates(cq *ClusterQueue, wl *Workload, need map[quota.FlavorResource]bo
 		}
 	}
 	if cq.Cohort != nil && p.ReclaimWithinCohort != "" && p.ReclaimWithinCohort != api.PreemptionNever {
+		lower := p.ReclaimWithinCohort == api.PreemptionLowerPriority
+		rejects := func(prio int32) bool { return lower && prio >= wl.Priority }
 		for _, m := range cq.Cohort.Members {
 			if m == cq || !borrowingNow(m, need) {
 				continue
 			}
-			for _, c := range m.Admitted {
-				if p.ReclaimWithinCohort == api.PreemptionLowerPriority && c.Priority >= wl.Priority {
+			keys := m.admittedKeys()
+			for i, c := range m.Admitted {
+				if skip(m, keys, i, rejects) {
+					continue
+				}
+				if lower && c.Priority >= wl.Priority {
 					continue
 				}
 				if uses(c) {

@@ -64,7 +64,31 @@ type ClusterQueue struct {
 	// Admitted are the workloads holding quota here, in no particular
 	// order: preemption sorts its candidates totally.
 	Admitted []*AdmittedWorkload
+	// keys are Admitted's priorities and cell masks, index for index,
+	// kept by AddAdmitted and RemoveAdmitted for the slice whose first
+	// element is at keysOf: preemption filters its candidates without
+	// loading each record. See admittedKeys.
+	keys   []admittedKey
+	keysOf **AdmittedWorkload
+	// keysTable is the cell table the masks in keys were computed for.
+	keysTable *cellTable
 }
+
+// admittedKey is what preemption first reads of an admitted workload.
+type admittedKey struct {
+	priority int32
+	// maskState: maskUnknown until the workload's cellMask was computed
+	// for keysTable, then maskKnown (mask holds it) or maskNone (the
+	// workload uses a cell the table does not number).
+	maskState uint8
+	mask      uint64
+}
+
+const (
+	maskUnknown uint8 = iota
+	maskKnown
+	maskNone
+)
 
 // Cohort is the pool its active members share (KEP-1224 arithmetic).
 type Cohort struct {
@@ -106,6 +130,18 @@ type PodSet struct {
 	NodeSelector map[string]string
 	Affinity     *corev1.NodeSelector
 	Tolerations  []corev1.Toleration
+	// reqs caches podSetRequests at the full count: a head that fails is
+	// assigned again in later cycles, with the same requests.
+	reqs *podSetReqs
+}
+
+// podSetReqs is one podSetRequests result and the inputs it was computed
+// from besides PerPod, which never changes once the PodSet is built.
+type podSetReqs struct {
+	count      int32
+	coversPods bool
+	req        map[corev1.ResourceName]int64
+	overflow   corev1.ResourceName
 }
 
 // TriedFlavors is KEP-582's retry state: per podSet and resource, the index
@@ -231,8 +267,33 @@ func (c *ClusterQueue) AddAdmitted(w *AdmittedWorkload) {
 	if c.admittedAt == nil {
 		c.admittedAt = map[*AdmittedWorkload]int{}
 	}
+	if c.admittedKeys() == nil {
+		c.keys = c.keys[:0]
+		for _, a := range c.Admitted {
+			c.keys = append(c.keys, admittedKey{priority: a.Priority})
+		}
+	}
 	c.admittedAt[w] = len(c.Admitted)
 	c.Admitted = append(c.Admitted, w)
+	c.keys = append(c.keys, admittedKey{priority: w.Priority})
+	c.keysOf = &c.Admitted[0]
+}
+
+// admittedKeys is Admitted's keys, or nil unless the list was only changed
+// by AddAdmitted and RemoveAdmitted since it was built (a snapshot built
+// by hand lists its workloads itself). Masks computed for another cell
+// table are forgotten.
+func (c *ClusterQueue) admittedKeys() []admittedKey {
+	if len(c.Admitted) == 0 || len(c.keys) != len(c.Admitted) || c.keysOf != &c.Admitted[0] {
+		return nil
+	}
+	if c.keysTable != c.cells {
+		c.keysTable = c.cells
+		for i := range c.keys {
+			c.keys[i].maskState = maskUnknown
+		}
+	}
+	return c.keys
 }
 
 // RemoveAdmitted unlists a workload that released its quota, moving the
@@ -244,13 +305,22 @@ func (c *ClusterQueue) RemoveAdmitted(w *AdmittedWorkload) {
 		return
 	}
 	delete(c.admittedAt, w)
+	keys := c.admittedKeys()
 	last := len(c.Admitted) - 1
 	if i != last {
 		c.Admitted[i] = c.Admitted[last]
 		c.admittedAt[c.Admitted[i]] = i
+		if keys != nil {
+			keys[i] = keys[last]
+		}
 	}
 	c.Admitted[last] = nil
 	c.Admitted = c.Admitted[:last]
+	if keys != nil {
+		c.keys = keys[:last]
+	} else {
+		c.keys = c.keys[:0]
+	}
 }
 
 // Recount recomputes a cohort's usage above guarantee and its generation
