@@ -242,14 +242,24 @@ function timeline(evs) {
     s('line', { x1: 20, x2: W - 20, y1: 30, y2: 30, stroke: '#94a3b8' }), marks);
 }
 
+// The view renders from the workload and its explanation, then fills in
+// its ETA and the changes that would admit it, which the server finds by
+// simulating (longer on a large backlog), from a second request.
 async function workloadView(ns, name) {
   const at = atParam();
-  const [w, ex] = await Promise.all([
-    api.get(`/v1/workloads/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`),
-    api.get(`/v1/workloads/${encodeURIComponent(ns)}/${encodeURIComponent(name)}/explain`, { counterfactual: 'true', at })]);
+  const path = `/v1/workloads/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
+  const [w, ex] = await Promise.all([api.get(path), api.get(path + '/explain', { at })]);
   const evs = (w.events || []).filter((e) => !at || Date.parse(e.time) <= Date.parse(at));
   const d = ex.detail;
-  const cf = ex.counterfactuals;
+  const found = h('div', { 'data-testid': 'explain-search' });
+  if (ex.status === 'pending') {
+    replace(found, h('div', { class: 'muted' }, 'Estimating its ETA and searching for the changes that would admit it…'));
+    api.get(path + '/explain', { counterfactual: 'true', at }).then((full) => {
+      replace(found, searchResult(full));
+    }).catch((e) => {
+      replace(found, h('div', { class: 'muted' }, 'The search failed: ' + e.message));
+    });
+  }
   return [h('h1', {}, ns + '/' + name, ' ', h('span', { class: 'tag ' + ex.status, 'data-testid': 'status' }, ex.status),
     at ? h('span', { class: 'muted small' }, ' as of ' + at) : ''),
   h('div', { class: 'card' },
@@ -261,15 +271,22 @@ async function workloadView(ns, name) {
       d.resource ? h('div', {}, h('b', {}, 'Blocked: '), `${d.resource} on flavor ${d.flavor} (podSet ${d.podSet})${d.cohort ? ' in cohort ' + d.cohort : ''}`) : '']
       : ex.reason ? h('div', {}, h('b', {}, 'Reason: '), ex.reason) : '',
     ex.status === 'pending' ? h('div', {}, h('b', {}, 'Ahead: '), `${ex.aheadCount || 0} workload(s)`, (ex.ahead || []).length ? ': ' + ex.ahead.join(', ') : '') : '',
-    ex.eta ? h('div', { 'data-testid': 'explain-eta' }, h('b', {}, 'ETA: '), etaText(ex.eta), h('div', { class: 'small muted' }, ex.eta.assumption)) : '',
-    cf && cf.outcome === 'Searched' ? [h('div', {}, h('b', {}, 'Changes that would admit it now (each verified by the scheduler):')),
-      cf.changes.length ? h('ul', { class: 'changes', 'data-testid': 'counterfactuals' }, cf.changes.map((c) => h('li', {}, c.message,
-        (c.displaces || []).length ? h('span', { class: 'muted small' }, ' · displaces ' + c.displaces.map((v) => v.hidden ? 'another workload' : v.namespace + '/' + v.name).join(', ')) : '')))
-        : h('div', { class: 'muted' }, 'none found')] : '',
-    cf && cf.outcome === 'AdmittedWithoutChange' ? h('div', {}, 'Would be admitted now without any change (a decision is on its way).') : ''),
+    found),
   h('h2', {}, 'Timeline'),
   h('div', { class: 'card timeline', 'data-testid': 'timeline' }, timeline(evs),
     h('table', {}, h('tbody', {}, evs.map((e) => h('tr', {}, h('td', {}, String(e.seq)), h('td', {}, fmtTime(e.time)), h('td', {}, shortType(e.type)))))))];
+}
+
+// searchResult renders an explanation's ETA and counterfactual changes.
+function searchResult(ex) {
+  const cf = ex.counterfactuals;
+  return [
+    ex.eta ? h('div', { 'data-testid': 'explain-eta' }, h('b', {}, 'ETA: '), etaText(ex.eta), h('div', { class: 'small muted' }, ex.eta.assumption)) : null,
+    cf && cf.outcome === 'Searched' ? [h('div', {}, h('b', {}, 'Changes that would admit it now (each verified by the scheduler):')),
+      cf.changes.length ? h('ul', { class: 'changes', 'data-testid': 'counterfactuals' }, cf.changes.map((c) => h('li', {}, c.message,
+        (c.displaces || []).length ? h('span', { class: 'muted small' }, ' · displaces ' + c.displaces.map((v) => v.hidden ? 'another workload' : v.namespace + '/' + v.name).join(', ')) : '')))
+        : h('div', { class: 'muted' }, 'none found')] : null,
+    cf && cf.outcome === 'AdmittedWithoutChange' ? h('div', {}, 'Would be admitted now without any change (a decision is on its way).') : null];
 }
 
 // ---- what-if as charts
