@@ -104,59 +104,53 @@ func TestReaderReadsEachOnceFromOneConsumer(t *testing.T) {
 	}
 }
 
-// TestReaderSkipsNothingAcrossAGap: messages a fetch delivered that never
-// reached the reader (lost on the way: here fetched behind its back and
-// thrown away) are a gap in the consumer sequence; the reader reads them
-// again from a fresh consumer.
-func TestReaderSkipsNothingAcrossAGap(t *testing.T) {
+// readAcross publishes n events and reads them all with a Reader, calling
+// disrupt once, after at least after messages were read; it checks each
+// message was handed out once, in order.
+func readAcross(t *testing.T, n, after int, disrupt func(ctx context.Context, js jetstream.JetStream, r *Reader)) {
+	t.Helper()
 	ctx, js, _ := setup(t)
-	const n = 600
 	publishN(t, ctx, js, n)
 	r, err := NewReader(ctx, js, events.Stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := false
+	done := false
 	seqs := readAll(t, ctx, r, func(read int) {
-		if read >= 200 && !lost {
-			lost = true
-			b, err := r.cons.FetchNoWait(10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := len(collect(b)); got != 10 {
-				t.Fatalf("lost %d messages, want 10", got)
-			}
+		if read >= after && !done {
+			done = true
+			disrupt(ctx, js, r)
 		}
 	})
-	if !lost {
-		t.Fatal("no message was lost on the way")
+	if !done {
+		t.Fatal("the read was never disrupted")
 	}
 	checkEach(t, seqs, n)
+}
+
+// TestReaderSkipsNothingAcrossAGap: messages a fetch delivered that never
+// reached the reader (lost on the way: here fetched behind its back and
+// thrown away) are a gap in the consumer sequence; the reader reads them
+// again from a fresh consumer.
+func TestReaderSkipsNothingAcrossAGap(t *testing.T) {
+	readAcross(t, 600, 200, func(_ context.Context, _ jetstream.JetStream, r *Reader) {
+		b, err := r.cons.FetchNoWait(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(collect(b)); got != 10 {
+			t.Fatalf("lost %d messages, want 10", got)
+		}
+	})
 }
 
 // TestReaderGoesOnWhenItsConsumerIsGone: the consumer deleted on the
 // server (as a NATS restart or the inactivity threshold does) is started
 // again after the last message handed out.
 func TestReaderGoesOnWhenItsConsumerIsGone(t *testing.T) {
-	ctx, js, _ := setup(t)
-	const n = 600
-	publishN(t, ctx, js, n)
-	r, err := NewReader(ctx, js, events.Stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := false
-	seqs := readAll(t, ctx, r, func(read int) {
-		if read >= 300 && !deleted {
-			deleted = true
-			if err := js.DeleteConsumer(ctx, events.Stream, r.cons.CachedInfo().Name); err != nil {
-				t.Fatal(err)
-			}
+	readAcross(t, 600, 300, func(ctx context.Context, js jetstream.JetStream, r *Reader) {
+		if err := js.DeleteConsumer(ctx, events.Stream, r.cons.CachedInfo().Name); err != nil {
+			t.Fatal(err)
 		}
 	})
-	if !deleted {
-		t.Fatal("the consumer was never deleted")
-	}
-	checkEach(t, seqs, n)
 }
