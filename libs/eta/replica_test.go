@@ -255,12 +255,7 @@ func TestLearnerIsBounded(t *testing.T) {
 func TestReplicaBuilderSearchesAsTheLog(t *testing.T) {
 	searched, withChanges := 0, 0
 	for seed := range uint64(6) {
-		log := randomLog(t, 120, seed).Log
-		now := log[len(log)-1].Event.Time.Add(time.Minute)
-		r := NewReplica()
-		for _, x := range log {
-			r.Apply(x)
-		}
+		log, now, r := replicaOf(t, 120, seed)
 		before, err := r.State().Engine.EncodeSnapshot()
 		if err != nil {
 			t.Fatal(err)
@@ -318,12 +313,7 @@ func TestReplicaBuilderSearchesAsTheLog(t *testing.T) {
 func TestUntilGivesTheWholeRunsEstimates(t *testing.T) {
 	shorter := 0
 	for seed := range uint64(10) {
-		log := randomLog(t, 150, seed).Log
-		now := log[len(log)-1].Event.Time.Add(time.Minute)
-		r := NewReplica()
-		for _, x := range log {
-			r.Apply(x)
-		}
+		_, now, r := replicaOf(t, 150, seed)
 		whole, err := r.Estimates(now)
 		if err != nil {
 			t.Fatal(err)
@@ -374,4 +364,16 @@ func TestUntilGivesTheWholeRunsEstimates(t *testing.T) {
 	if shorter < 3 {
 		t.Fatalf("the first page stopped early in %d of 10 logs: the test shows nothing", shorter)
 	}
+}
+
+// replicaOf is a replica of a random log of n steps, and a minute after
+// the log's last event.
+func replicaOf(t *testing.T, n int, seed uint64) ([]history.Record, time.Time, *Replica) {
+	t.Helper()
+	log := randomLog(t, n, seed).Log
+	r := NewReplica()
+	for _, x := range log {
+		r.Apply(x)
+	}
+	return log, log[len(log)-1].Event.Time.Add(time.Minute), r
 }
