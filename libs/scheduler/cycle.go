@@ -304,6 +304,12 @@ func nominate(s *Snapshot, wl *Workload) Entry {
 		e.nominated = true
 		e.Assignment, e.targets = assignments(s, cq, wl)
 		e.Tried = &e.Assignment.Tried
+		if sameTried(wl.LastTried, e.Tried) {
+			// The same retry state: the workload keeps the one it has, so
+			// that what was derived from it (the engine's fingerprint
+			// share) stays valid.
+			e.Tried = wl.LastTried
+		}
 		if e.Assignment.Mode() != Fit {
 			e.Reason = assignmentReason(&e.Assignment, cq)
 		}
@@ -345,6 +351,30 @@ func assignments(s *Snapshot, cq *ClusterQueue, wl *Workload) (Assignment, []Tar
 		return c.a, c.targets
 	}
 	return full, nil
+}
+
+// sameTried reports whether two retry states hold the same generations
+// and indexes, nil maps and slices told from empty ones.
+func sameTried(a, b *TriedFlavors) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.ClusterQueueGen != b.ClusterQueueGen || a.CohortGen != b.CohortGen ||
+		len(a.Index) != len(b.Index) || (a.Index == nil) != (b.Index == nil) {
+		return false
+	}
+	for i, m := range a.Index {
+		o := b.Index[i]
+		if len(m) != len(o) || (m == nil) != (o == nil) {
+			return false
+		}
+		for r, v := range m {
+			if w, ok := o[r]; !ok || w != v {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func partiallyAdmissible(wl *Workload) bool {

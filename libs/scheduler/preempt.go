@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"time"
 
@@ -221,32 +220,45 @@ func fullRequests(cq *ClusterQueue, wl *Workload, a *Assignment) (quota.Usage, b
 		if i >= len(a.PodSets) {
 			return nil, false
 		}
-		perPod := ps.PerPod
-		if coversPods {
-			perPod = maps.Clone(perPod)
-			perPod[corev1.ResourcePods] = 1
-		}
-		for r, v := range perPod {
-			c, ok := a.PodSets[i].Flavors[r]
-			if !ok {
+		// With pods covered, one pod requests one pod, whatever PerPod says.
+		for r, v := range ps.PerPod {
+			if coversPods && r == corev1.ResourcePods {
+				continue
+			}
+			if !addFull(req, a.PodSets[i].Flavors, r, v, ps.Count) {
 				return nil, false
 			}
-			req[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] += v * int64(ps.Count)
+		}
+		if coversPods && !addFull(req, a.PodSets[i].Flavors, corev1.ResourcePods, 1, ps.Count) {
+			return nil, false
 		}
 	}
 	return req, true
 }
 
+// addFull adds count pods' request v of r on r's flavor; false when r
+// has none.
+func addFull(req quota.Usage, flavors map[corev1.ResourceName]FlavorChoice, r corev1.ResourceName, v int64, count int32) bool {
+	c, ok := flavors[r]
+	if !ok {
+		return false
+	}
+	req[quota.FlavorResource{Flavor: c.Flavor, Resource: r}] += v * int64(count)
+	return true
+}
+
 // chooseVictims returns the victims and whether the preemptor was allowed
 // to borrow when they were chosen.
 func chooseVictims(cq *ClusterQueue, wl *Workload, a *Assignment) ([]*AdmittedWorkload, bool) {
-	req, ok := fullRequests(cq, wl, a)
-	if !ok {
-		return nil, false
-	}
 	need := needsPreemption(a)
 	cands := candidates(cq, wl, need)
 	if len(cands) == 0 {
+		return nil, false
+	}
+	// After the candidates: most heads that could preempt have none, and
+	// either way there are no victims.
+	req, ok := fullRequests(cq, wl, a)
+	if !ok {
 		return nil, false
 	}
 	// Copied only now: most heads that could preempt have no candidate.
