@@ -22,6 +22,9 @@ import (
 type Replica struct {
 	st    *history.State
 	learn *Learner
+	// enc is the engine's snapshot encoding since the last Apply (nil:
+	// not taken): copies of an unchanged state share one encoding.
+	enc []byte
 }
 
 // NewReplica returns the replica of an empty log.
@@ -31,11 +34,24 @@ func NewReplica() *Replica {
 
 // Apply takes the log's next record.
 func (r *Replica) Apply(rec history.Record) {
+	r.enc = nil
 	r.st.Apply(rec)
 	r.learn.Observe(rec.Event)
 	// Nothing consumes the evictions a fold notes: drained so that they
 	// do not pile up (an estimate drains its copy's before deciding).
 	r.st.Engine.DrainEvictions()
+}
+
+// encoded is the engine's snapshot encoding, taken once per state.
+func (r *Replica) encoded() ([]byte, error) {
+	if r.enc == nil {
+		b, err := r.st.Engine.EncodeSnapshot()
+		if err != nil {
+			return nil, fmt.Errorf("copy the state: %w", err)
+		}
+		r.enc = b
+	}
+	return r.enc, nil
 }
 
 // State is the folded state; the caller must not modify it.
@@ -46,9 +62,9 @@ func (r *Replica) State() *history.State { return r.st }
 // copy): the engine from one snapshot encoding, taken here, the rest
 // shallow-copied (a probe replaces objects, it never edits them).
 func (r *Replica) Builder() (func() (*history.State, error), error) {
-	b, err := r.st.Engine.EncodeSnapshot()
+	b, err := r.encoded()
 	if err != nil {
-		return nil, fmt.Errorf("copy the state: %w", err)
+		return nil, err
 	}
 	st := *r.st
 	st.ClusterQueues, st.Flavors, st.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
@@ -79,9 +95,9 @@ func (r *Replica) Estimates(now time.Time) (*Result, error) {
 // run times learnt so far (the replica goes on applying events; the
 // simulation keeps what it started from).
 func (r *Replica) Start(now time.Time) (*Sim, error) {
-	b, err := r.st.Engine.EncodeSnapshot()
+	b, err := r.encoded()
 	if err != nil {
-		return nil, fmt.Errorf("copy the state: %w", err)
+		return nil, err
 	}
 	eng, err := engine.DecodeSnapshot(b)
 	if err != nil {
