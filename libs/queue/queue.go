@@ -9,7 +9,6 @@
 package queue
 
 import (
-	"container/heap"
 	"slices"
 	"time"
 
@@ -72,8 +71,8 @@ func (c *ClusterQueue) Len() int { return len(c.heap.items) + len(c.parked) }
 // Pending returns the pending workloads in queue order.
 func (c *ClusterQueue) Pending() []*scheduler.Workload {
 	out := make([]*scheduler.Workload, 0, c.Len())
-	for _, e := range c.heap.items {
-		out = append(out, e.Workload)
+	for i := range c.heap.items {
+		out = append(out, c.heap.items[i].entry.Workload)
 	}
 	for _, e := range c.parked {
 		out = append(out, e.Workload)
@@ -161,7 +160,7 @@ func (m *Manager) HeadsOf(owned func(cq string) bool) []*scheduler.Workload {
 		if len(q.heap.items) == 0 {
 			continue
 		}
-		heads = append(heads, heap.Pop(&q.heap).(*Entry).Workload)
+		heads = append(heads, q.heap.pop().Workload)
 	}
 	return heads
 }
@@ -287,47 +286,136 @@ func (m *Manager) NextBackoff(now time.Time) (time.Time, bool) {
 
 // entryHeap is a ClusterQueue's heap. Each entry keeps its own position,
 // so that moving entries costs no map update; the map finds an entry by key.
+// The heap holds a copy of each entry's ordering fields (what Less reads)
+// beside it, so that sifting compares siblings that sit side by side
+// without loading their workloads: a workload's priority, queue time and
+// key never change in place while it is queued (the engine replaces the
+// info and pushes it again).
 type entryHeap struct {
-	items []*Entry
+	items []heapItem
 	index map[string]*Entry
 }
 
-func (h *entryHeap) Len() int           { return len(h.items) }
-func (h *entryHeap) Less(i, j int) bool { return Less(h.items[i].Workload, h.items[j].Workload) }
-func (h *entryHeap) Swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].pos = i
-	h.items[j].pos = j
+// heapItem is an entry with a copy of what Less reads of its workload.
+type heapItem struct {
+	priority  int32
+	queueTime time.Time
+	key       string
+	entry     *Entry
 }
-func (h *entryHeap) Push(x any) {
-	e := x.(*Entry)
-	e.pos = len(h.items)
+
+func itemOf(e *Entry) heapItem {
+	w := e.Workload
+	return heapItem{priority: w.Priority, queueTime: w.QueueTime, key: w.Key, entry: e}
+}
+
+// less is Less over the copied fields.
+func (a *heapItem) less(b *heapItem) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if c := a.queueTime.Compare(b.queueTime); c != 0 {
+		return c < 0
+	}
+	return a.key < b.key
+}
+
+func (h *entryHeap) set(i int, it heapItem) {
+	h.items[i] = it
+	it.entry.pos = i
+}
+
+// up and down are container/heap's sifts, moving a hole instead of
+// swapping.
+func (h *entryHeap) up(j int) {
+	it := h.items[j]
+	for j > 0 {
+		i := (j - 1) / 2
+		if !it.less(&h.items[i]) {
+			break
+		}
+		h.set(j, h.items[i])
+		j = i
+	}
+	h.set(j, it)
+}
+
+func (h *entryHeap) down(i0, n int) bool {
+	i := i0
+	it := h.items[i]
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 {
+			break
+		}
+		j := j1
+		if j2 := j1 + 1; j2 < n && h.items[j2].less(&h.items[j1]) {
+			j = j2
+		}
+		if !h.items[j].less(&it) {
+			break
+		}
+		h.set(i, h.items[j])
+		i = j
+	}
+	h.set(i, it)
+	return i > i0
+}
+
+func (h *entryHeap) fix(i int) {
+	if !h.down(i, len(h.items)) {
+		h.up(i)
+	}
+}
+
+func (h *entryHeap) push(e *Entry) {
 	h.index[e.Workload.Key] = e
-	h.items = append(h.items, e)
+	h.items = append(h.items, heapItem{})
+	h.set(len(h.items)-1, itemOf(e))
+	h.up(len(h.items) - 1)
 }
-func (h *entryHeap) Pop() any {
+
+// removeAt takes out the entry at position i (container/heap's Remove).
+func (h *entryHeap) removeAt(i int) *Entry {
 	n := len(h.items) - 1
-	e := h.items[n]
-	h.items[n] = nil
+	e := h.items[i].entry
+	if n != i {
+		h.set(i, h.items[n])
+	}
+	h.items[n] = heapItem{}
 	h.items = h.items[:n]
+	if n != i {
+		h.fix(i)
+	}
 	delete(h.index, e.Workload.Key)
 	return e
 }
+
+func (h *entryHeap) pop() *Entry { return h.removeAt(0) }
+
+// entries are the queued entries, in heap order.
+func (h *entryHeap) entries() []*Entry {
+	out := make([]*Entry, len(h.items))
+	for i := range h.items {
+		out[i] = h.items[i].entry
+	}
+	return out
+}
+
 func (h *entryHeap) has(key string) bool { _, ok := h.index[key]; return ok }
 func (h *entryHeap) upsert(e *Entry) {
 	if old, ok := h.index[e.Workload.Key]; ok {
 		i := old.pos
-		e.pos = i
-		h.items[i] = e
+		h.set(i, itemOf(e))
 		h.index[e.Workload.Key] = e
-		heap.Fix(h, i)
+		h.fix(i)
 		return
 	}
-	heap.Push(h, e)
+	h.push(e)
 }
 func (h *entryHeap) remove(key string) {
 	if e, ok := h.index[key]; ok {
-		heap.Remove(h, e.pos)
+		h.removeAt(e.pos)
 	}
 }
 

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -112,5 +114,52 @@ func TestQueueInadmissibleWakesTheCohort(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]bool{"a": false, "b": false, "x": true}, got); d != "" {
 		t.Errorf("parked after QueueInadmissible(a) (-want +got):\n%s", d)
+	}
+}
+
+// TestHeapPopsInLessOrder: after random pushes, re-pushes of changed
+// workloads (a new info, as the engine replaces it), removals and pops,
+// the heap pops exactly what Less orders first among what it holds, and
+// every entry's position is where it sits.
+func TestHeapPopsInLessOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := range 200 {
+		h := entryHeap{index: map[string]*Entry{}}
+		held := map[string]*scheduler.Workload{}
+		for step := range 300 {
+			key := fmt.Sprintf("ns/w%d", rng.IntN(60))
+			switch rng.IntN(4) {
+			case 0, 1:
+				w := wl(key, int32(rng.IntN(4)), rng.IntN(5))
+				h.upsert(&Entry{Workload: w})
+				held[key] = w
+			case 2:
+				h.remove(key)
+				delete(held, key)
+			case 3:
+				if len(held) == 0 {
+					continue
+				}
+				var want *scheduler.Workload
+				for _, w := range held {
+					if want == nil || Less(w, want) {
+						want = w
+					}
+				}
+				got := h.pop().Workload
+				if got != want {
+					t.Fatalf("round %d step %d: popped %s, want %s", round, step, got.Key, want.Key)
+				}
+				delete(held, want.Key)
+			}
+			if len(h.items) != len(held) || len(h.index) != len(held) {
+				t.Fatalf("round %d step %d: heap holds %d, index %d, want %d", round, step, len(h.items), len(h.index), len(held))
+			}
+			for i := range h.items {
+				if e := h.items[i].entry; e.pos != i || held[e.Workload.Key] != e.Workload {
+					t.Fatalf("round %d step %d: entry %s at %d says %d", round, step, e.Workload.Key, i, e.pos)
+				}
+			}
+		}
 	}
 }

@@ -34,7 +34,7 @@ func (m *Manager) States() []State {
 		q := m.queues[name]
 		st := State{Name: q.Name, Cohort: q.Cohort, Strategy: q.Strategy, Selector: q.Selector, Active: q.Active,
 			PopCycle: q.popCycle, InadmissibleCycle: q.inadmissibleCycle}
-		st.Heap = slices.Clone(q.heap.items)
+		st.Heap = q.heap.entries()
 		slices.SortFunc(st.Heap, byKey)
 		for _, e := range q.parked {
 			st.Parked = append(st.Parked, e)
