@@ -72,7 +72,8 @@ func needsPreemption(a *Assignment) map[quota.FlavorResource]bool {
 
 // preemptionSim is a scratch copy of the usage of the preemptor's queue
 // and its cohort, so candidates can be removed and put back without
-// touching the snapshot.
+// touching the snapshot. A member's usage is copied when a candidate of
+// its own is first removed; until then it is read from the snapshot.
 type preemptionSim struct {
 	cq       *ClusterQueue
 	usage    map[string]quota.Usage
@@ -83,11 +84,21 @@ func newPreemptionSim(cq *ClusterQueue) *preemptionSim {
 	s := &preemptionSim{cq: cq, usage: map[string]quota.Usage{cq.Name: cq.Usage.Clone()}}
 	if cq.Cohort != nil {
 		s.cohortOf = cq.Cohort.Used.Clone()
-		for _, m := range cq.Cohort.Members {
-			s.usage[m.Name] = m.Usage.Clone()
-		}
 	}
 	return s
+}
+
+// usageOf is a member's simulated usage; copy says the caller will change it.
+func (s *preemptionSim) usageOf(m *ClusterQueue, copy bool) quota.Usage {
+	u, ok := s.usage[m.Name]
+	if !ok {
+		u = m.Usage
+		if copy {
+			u = u.Clone()
+			s.usage[m.Name] = u
+		}
+	}
+	return u
 }
 
 func (s *preemptionSim) member(name string) *ClusterQueue {
@@ -114,7 +125,7 @@ func (s *preemptionSim) member(name string) *ClusterQueue {
 // clamping, and Kueue's preemption decides on that figure.
 func (s *preemptionSim) add(w *AdmittedWorkload, sign int64) {
 	m := s.member(w.ClusterQueue)
-	u := s.usage[w.ClusterQueue]
+	u := s.usageOf(m, true)
 	for fr, v := range w.Usage {
 		u[fr] += sign * v
 	}
@@ -145,8 +156,9 @@ func (s *preemptionSim) borrowing(name string, need map[quota.FlavorResource]boo
 	if m == nil || m.Cohort == nil {
 		return false
 	}
+	u := s.usageOf(m, false)
 	for fr := range need {
-		if s.usage[name][fr] > m.Limits[fr].Nominal {
+		if u[fr] > m.Limits[fr].Nominal {
 			return true
 		}
 	}
