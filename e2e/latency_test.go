@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -133,6 +134,9 @@ func steadyRun(b *testing.B, rate int, duration time.Duration, via string) ([]ti
 					b.Error(err)
 					return
 				}
+				// Read to the end, so that the connection is kept for the
+				// next request (closing an unread body closes it).
+				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusAccepted {
 					b.Errorf("submit %s: %d", keys[i], resp.StatusCode)
