@@ -12,6 +12,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 
 	"github.com/jetqueue/jetqueue/libs/yamljson"
@@ -55,20 +57,23 @@ func unmarshalQuantity(dec *jsontext.Decoder, q *resource.Quantity) error {
 	if err != nil {
 		return err
 	}
-	var text string
+	text := []byte(raw)
 	switch raw.Kind() {
 	case '"':
-		b, err := jsontext.AppendUnquote(nil, raw)
-		if err != nil {
-			return err
+		text = raw[1 : len(raw)-1]
+		if bytes.IndexByte(text, '\\') >= 0 {
+			// Quantity.UnmarshalJSON reads the text as it is written, and
+			// no quantity holds a backslash: the reference names the error.
+			return errSlow
 		}
-		text = string(b)
 	case '0':
-		text = string(raw)
 	default: // null, objects and the like: the reference decides
 		return errSlow
 	}
-	if quantityOverBounds(text) {
+	if len(text) <= MaxQuantityLength && bytes.IndexAny(text, "eE") < 0 {
+		return q.UnmarshalJSON(raw) // within bounds: no exponent to read
+	}
+	if quantityOverBounds(string(text)) {
 		return errSlow
 	}
 	return q.UnmarshalJSON(raw)
@@ -192,13 +197,6 @@ func (f *fastDecoder) items(items []jsontext.Value) error {
 	return nil
 }
 
-// fastHead is what selects the type; any other member is skipped.
-type fastHead struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Status     jsontext.Value `json:"status"`
-}
-
 // fastList is a `kind: List`, strictly.
 type fastList struct {
 	APIVersion string           `json:"apiVersion"`
@@ -212,12 +210,12 @@ func (f *fastDecoder) object(js []byte, allowList bool) error {
 	if mayHoldControl(js) {
 		return errSlow
 	}
-	var h fastHead
-	if err := jsonv2.Unmarshal(js, &h); err != nil {
+	h, ok := scanHead(js)
+	if !ok {
 		return errSlow
 	}
-	if h.Kind == "List" {
-		if !allowList || (h.APIVersion != "" && h.APIVersion != "v1") {
+	if h.kind == "List" {
+		if !allowList || (h.apiVersion != "" && h.apiVersion != "v1") {
 			return errSlow
 		}
 		var l fastList
@@ -229,17 +227,30 @@ func (f *fastDecoder) object(js []byte, allowList bool) error {
 	if err := f.admit(); err != nil {
 		return err
 	}
-	target, ok := decodeTarget(h.Kind, h.APIVersion)
+	target, ok := decodeTarget(h.kind, h.apiVersion)
 	if !ok {
 		return errSlow
 	}
-	if readBackKinds[h.Kind] && hasServerFields(js) {
+	if readBackKinds[h.kind] && h.serverFields {
 		return errSlow // dropServerFields' work: the reference does it
 	}
-	if h.Status != nil {
+	if h.status {
 		return errSlow // status: dropped by the reference, or refused
 	}
-	if err := jsonv2.Unmarshal(js, target, fastOptions); err != nil {
+	if _, ok := target.(*Workload); ok {
+		// The common Workload is read by hand (fastworkload.go), any other
+		// by the typed decode.
+		if read, ok := readWorkload(js); ok {
+			target = read
+		} else if err := jsonv2.Unmarshal(js, target, fastOptions); err != nil {
+			return errSlow
+		}
+	} else if err := jsonv2.Unmarshal(js, target, fastOptions); err != nil {
+		return errSlow
+	}
+	// The decode read kind and apiVersion again: they must be what the
+	// scan chose the type by.
+	if !typeMetaIs(target, h.kind, h.apiVersion) {
 		return errSlow
 	}
 	obj, ferr := convert(target)
@@ -252,19 +263,168 @@ func (f *fastDecoder) object(js []byte, allowList bool) error {
 	return nil
 }
 
-// hasServerFields reports whether a document may hold what
-// dropServerFields removes (status, server-set metadata); it only looks
-// for the names, so a false alarm costs the reference decode.
-func hasServerFields(js []byte) bool {
-	if bytes.Contains(js, []byte(`"status"`)) {
-		return true
+// typeMetaIs reports whether a decoded target's kind and apiVersion are
+// kind and apiVersion.
+func typeMetaIs(target any, kind, apiVersion string) bool {
+	o, ok := target.(interface{ GetObjectKind() schema.ObjectKind })
+	if !ok {
+		return false
 	}
-	for _, f := range serverMetadata {
-		if bytes.Contains(js, []byte(`"`+f+`"`)) {
-			return true
+	m, ok := o.GetObjectKind().(*metav1.TypeMeta)
+	return ok && m.Kind == kind && m.APIVersion == apiVersion
+}
+
+// headString is string(s), without a copy for the kinds and apiVersions
+// jetqueue takes.
+func headString(s []byte) string {
+	switch string(s) {
+	case KueueAPIVersion:
+		return KueueAPIVersion
+	case KueueV1beta2APIVersion:
+		return KueueV1beta2APIVersion
+	case ConfigAPIVersion:
+		return ConfigAPIVersion
+	case ConfigV1beta2APIVersion:
+		return ConfigV1beta2APIVersion
+	case SchedulingAPIVersion:
+		return SchedulingAPIVersion
+	case BatchAPIVersion:
+		return BatchAPIVersion
+	case "v1":
+		return "v1"
+	case KindResourceFlavor:
+		return KindResourceFlavor
+	case KindClusterQueue:
+		return KindClusterQueue
+	case KindLocalQueue:
+		return KindLocalQueue
+	case KindWorkloadPriorityClass:
+		return KindWorkloadPriorityClass
+	case KindPriorityClass:
+		return KindPriorityClass
+	case KindWorkload:
+		return KindWorkload
+	case KindJob:
+		return KindJob
+	case KindConfiguration:
+		return KindConfiguration
+	case "List":
+		return "List"
+	}
+	return string(s)
+}
+
+// fastHead is what selects the type, read by scanHead.
+type fastHead struct {
+	apiVersion, kind string
+	// status: the object has a top-level status member.
+	status bool
+	// serverFields: some member, at any depth, is named status or one of
+	// serverMetadata, so dropServerFields may have work to do. A false
+	// alarm only costs the reference decode.
+	serverFields bool
+}
+
+// scanHead reads, in one pass over the text of a JSON object and without
+// decoding it, the top-level apiVersion and kind and the member names that
+// send a document to the reference (fastHead). It trusts the text to be
+// valid JSON: the strict decode that follows refuses any that is not, and
+// typeMetaIs checks that kind and apiVersion are what the scan read. ok is
+// false when apiVersion or kind is repeated or not a plain string (no
+// escapes), when a member name holds an escape, or when the nesting is over
+// 64 deep: the reference decides those.
+func scanHead(js []byte) (h fastHead, ok bool) {
+	const maxDepth = 64
+	var inObject uint64 // bit d-1: the container at depth d is an object
+	depth := 0
+	wantKey := false
+	var pending *string // the top-level member whose string value comes next
+	var seenKind, seenAPIVersion bool
+	for i := 0; i < len(js); i++ {
+		switch c := js[i]; c {
+		case ' ', '\t', '\n', '\r', ':':
+		case '{', '[':
+			if pending != nil || depth == maxDepth {
+				return h, false
+			}
+			depth++
+			if c == '{' {
+				inObject |= 1 << (depth - 1)
+			} else {
+				inObject &^= 1 << (depth - 1)
+			}
+			wantKey = c == '{'
+		case '}', ']':
+			if pending != nil {
+				return h, false
+			}
+			depth--
+			if depth <= 0 {
+				return h, depth == 0
+			}
+			wantKey = false
+		case ',':
+			if pending != nil || depth <= 0 {
+				return h, false
+			}
+			wantKey = inObject&(1<<(depth-1)) != 0
+		case '"':
+			j, escaped := i+1, false
+			for j < len(js) && js[j] != '"' {
+				if js[j] == '\\' {
+					escaped = true
+					j++
+				}
+				j++
+			}
+			if j >= len(js) {
+				return h, false
+			}
+			s := js[i+1 : j]
+			i = j
+			if wantKey {
+				wantKey = false
+				if escaped {
+					return h, false
+				}
+				switch string(s) {
+				case "status":
+					h.serverFields = true
+					h.status = h.status || depth == 1
+				case "resourceVersion", "creationTimestamp", "generation", "managedFields",
+					"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds":
+					h.serverFields = true
+				case "kind":
+					if depth == 1 {
+						if seenKind {
+							return h, false
+						}
+						seenKind, pending = true, &h.kind
+					}
+				case "apiVersion":
+					if depth == 1 {
+						if seenAPIVersion {
+							return h, false
+						}
+						seenAPIVersion, pending = true, &h.apiVersion
+					}
+				}
+				continue
+			}
+			if pending != nil {
+				if escaped {
+					return h, false
+				}
+				*pending = headString(s)
+				pending = nil
+			}
+		default: // numbers, true, false, null
+			if pending != nil {
+				return h, false
+			}
 		}
 	}
-	return false
+	return h, false
 }
 
 // yamlToJSON appends the JSON text of one YAML document to dst: nothing

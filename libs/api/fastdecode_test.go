@@ -102,3 +102,43 @@ func TestFastPathAgreesOnEdgeCases(t *testing.T) {
 		t.Errorf("the fast path took only %d of the edge cases: it should take the valid ones", accepted)
 	}
 }
+
+// TestScanHead: the scan reads kind and apiVersion at the top level only,
+// notices status and every server-set metadata field, and gives up on
+// what it does not read plainly.
+func TestScanHead(t *testing.T) {
+	for _, f := range serverMetadata {
+		h, ok := scanHead([]byte(`{"kind":"Workload","metadata":{"` + f + `":"1"}}`))
+		if !ok || !h.serverFields || h.status {
+			t.Errorf("metadata.%s: scanHead = %+v, %v; want serverFields", f, h, ok)
+		}
+	}
+	cases := []struct {
+		in   string
+		want fastHead
+		ok   bool
+	}{
+		{`{"apiVersion":"v1","kind":"List"}`, fastHead{apiVersion: "v1", kind: "List"}, true},
+		{" {\n \"kind\" : \"Workload\" , \"apiVersion\" :\"a/b\"}\n", fastHead{apiVersion: "a/b", kind: "Workload"}, true},
+		{`{"spec":{"kind":"X","apiVersion":"y","a":[{"kind":"Z"}]},"kind":"Workload"}`, fastHead{kind: "Workload"}, true},
+		{`{"kind":"Workload","status":{}}`, fastHead{kind: "Workload", status: true, serverFields: true}, true},
+		{`{"kind":"Workload","spec":{"status":1}}`, fastHead{kind: "Workload", serverFields: true}, true},
+		{`{"kind":"Workload","metadata":{"labels":{"a":"status"}}}`, fastHead{kind: "Workload"}, true},
+		{`{"kind":"Workload","metadata":{"name":"a\"kind\":\"x"}}`, fastHead{kind: "Workload"}, true},
+		{`{"kind":"Workload","kind":"Job"}`, fastHead{}, false},
+		{`{"kind":1}`, fastHead{}, false},
+		{`{"kind":null}`, fastHead{}, false},
+		{`{"kind":{"a":"b"}}`, fastHead{}, false},
+		{`{"kind":"Work\"load"}`, fastHead{}, false},
+		{`{"ki\nd":"Workload"}`, fastHead{}, false},
+		{`{"kind":"Workload"`, fastHead{}, false},
+		{`{"kind":"Workload`, fastHead{}, false},
+		{strings.Repeat("[", 70) + strings.Repeat("]", 70), fastHead{}, false},
+	}
+	for _, tc := range cases {
+		h, ok := scanHead([]byte(strings.TrimSpace(tc.in)))
+		if ok != tc.ok || (ok && h != tc.want) {
+			t.Errorf("scanHead(%q) = %+v, %v; want %+v, %v", tc.in, h, ok, tc.want, tc.ok)
+		}
+	}
+}

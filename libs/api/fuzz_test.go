@@ -22,6 +22,8 @@ func FuzzDecode(f *testing.F) {
 		sampleJob,
 		multiDocYAML,
 		`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"namespace":"a","name":"w"},"spec":{"podSets":[{"count":2,"minCount":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`,
+		// Every member readWorkload (fastworkload.go) takes.
+		`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w1","namespace":"ns-1","labels":{"a":"b"},"annotations":{"x/y":"z z"}},"spec":{"queueName":"lq","priority":50,"priorityClassName":"p","active":true,"podSets":[{"name":"main","count":3,"minCount":1,"template":{"spec":{"initContainers":[{"name":"i"}],"containers":[{"name":"c","image":"busybox","command":["sh"],"args":["x"],"resources":{"requests":{"cpu":"3","memory":6e9},"limits":{"cpu":4}}}]}}}]}}`,
 		`[{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{"name":"a"}}]}]`,
 		"apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: c}\nspec:\n  cohort: x\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n      resources:\n      - {name: cpu, nominalQuota: 1, lendingLimit: 2, borrowingLimit: -1}\n",
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
