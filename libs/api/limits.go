@@ -76,6 +76,7 @@ func exactQuantity(name corev1.ResourceName, q string, fits bool, p *field.Path)
 // workload fits exact int64 arithmetic: each pod's total request per
 // resource, times its podSet's count, summed over podSets. The fields the
 // totals come from are checked one by one by validatePodSpec.
+// A rule added here must be added to workloadValid (validfast.go) too.
 func validateTotals(podSets []PodSet, pp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	total := map[corev1.ResourceName]int64{}

@@ -76,6 +76,7 @@ func validateFull(obj Object) error {
 // validateMeta: names are DNS-1123 subdomains as for any Kubernetes object.
 // Only submitted objects (Workload, Job) may rely on generateName; the
 // configuration kinds are applied by name, so theirs is required.
+// A rule added here must be added to workloadValid (validfast.go) too.
 func validateMeta(m *metav1.ObjectMeta, namespaced, generateNameOK bool) field.ErrorList {
 	var errs field.ErrorList
 	p := field.NewPath("metadata")
@@ -431,6 +432,7 @@ func validatePriorityClass(pc *PriorityClass) field.ErrorList {
 	return errs
 }
 
+// A rule added here must be added to workloadValid (validfast.go) too.
 func validateWorkload(wl *Workload) field.ErrorList {
 	var errs field.ErrorList
 	s := &wl.Spec
@@ -510,6 +512,7 @@ func validateWorkload(wl *Workload) field.ErrorList {
 // jetqueue does not run pods. How many containers there must be is the
 // caller's: a Job's pod template needs one (Kubernetes' ValidatePodSpec),
 // a Workload's podSet template only the field (the Workload CRD's schema).
+// A rule added here must be added to workloadValid (validfast.go) too.
 func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, group := range []struct {
@@ -530,6 +533,7 @@ func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 	return errs
 }
 
+// A rule added here must be added to workloadValid (validfast.go) too.
 func validateContainerResources(r *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, list := range []struct {
