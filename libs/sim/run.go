@@ -342,16 +342,19 @@ func (s *sim) rejects(doc json.RawMessage) error {
 }
 
 func (s *sim) checkpoint(step int) Checkpoint {
-	cp := Checkpoint{Step: step, Admitted: map[string]map[string]map[string]string{},
+	wls := s.eng.Workloads()
+	// Sized up front: on a large scenario growing these maps cost more
+	// than filling them.
+	cp := Checkpoint{Step: step, Admitted: make(map[string]map[string]map[string]string, len(wls)),
 		Pending: []string{}, Inactive: []string{}, Finished: []string{}, Evicted: s.evicted,
-		PodCounts: map[string]map[string]int32{}}
-	for key, w := range s.eng.Workloads() {
+		PodCounts: make(map[string]map[string]int32, len(wls))}
+	for key, w := range wls {
 		switch w.Status {
 		case engine.Admitted:
-			ps := map[string]map[string]string{}
-			counts := map[string]int32{}
+			ps := make(map[string]map[string]string, len(w.Admission.PodSets))
+			counts := make(map[string]int32, len(w.Admission.PodSets))
 			for _, p := range w.Admission.PodSets {
-				fl := map[string]string{}
+				fl := make(map[string]string, len(p.Flavors))
 				for r, f := range p.Flavors {
 					fl[string(r)] = f
 				}
