@@ -472,7 +472,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 
 func (e *Engine) restoreQueues(qs []snapQueue, unparked []string) error {
 	states := make([]queue.State, 0, len(qs))
-	held := map[string]string{}
+	held := make(map[string]string, len(e.workloads))
 	for _, sq := range qs {
 		sel, err := decodeSelector(sq.Selector)
 		if err != nil {

@@ -403,6 +403,20 @@ func (h *entryHeap) entries() []*Entry {
 }
 
 func (h *entryHeap) has(key string) bool { _, ok := h.index[key]; return ok }
+
+// grow makes room for n more entries.
+func (h *entryHeap) grow(n int) {
+	if n <= 0 {
+		return
+	}
+	h.items = slices.Grow(h.items, n)
+	index := make(map[string]*Entry, len(h.index)+n)
+	for k, e := range h.index {
+		index[k] = e
+	}
+	h.index = index
+}
+
 func (h *entryHeap) upsert(e *Entry) {
 	if old, ok := h.index[e.Workload.Key]; ok {
 		i := old.pos

@@ -54,7 +54,13 @@ func (m *Manager) Unparked() []string { return slices.Clone(m.unparked) }
 // queue or two, is refused: a manager never holds a workload twice.
 func (m *Manager) Restore(states []State, unparked []string) error {
 	queues := make(map[string]*ClusterQueue, len(states))
-	seen := map[string]string{}
+	entries := 0
+	for _, st := range states {
+		entries += len(st.Heap) + len(st.Parked)
+	}
+	// Sized up front: a restore of a large backlog spent more on growing
+	// these maps than on filling them.
+	seen := make(map[string]string, entries)
 	for _, st := range states {
 		if _, dup := queues[st.Name]; dup {
 			return fmt.Errorf("queue %s: listed twice", st.Name)
@@ -73,6 +79,10 @@ func (m *Manager) Restore(states []State, unparked []string) error {
 				}
 				seen[k] = st.Name
 			}
+		}
+		q.heap.grow(len(st.Heap))
+		if len(st.Parked) > 0 {
+			q.parked = make(map[string]*Entry, len(st.Parked))
 		}
 		for _, e := range st.Heap {
 			q.heap.upsert(e)
