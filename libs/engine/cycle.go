@@ -398,6 +398,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	st := e.state(ad.ClusterQueue)
 	st.admitted[w.Info.Key] = w
 	st.total.Add(ad.Usage)
+	e.chargeLocalQueue(w, ad.Usage, false)
 	e.snapUsageChanged(ad.ClusterQueue, st)
 	w.queuedIn = ""
 	e.setStatus(w, Admitted)
@@ -515,6 +516,9 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		e.inRun, e.fpSum = false, fp
 	}()
 	fp = e.startFingerprint()
+	if checkStats != nil {
+		checkStats(e)
+	}
 	// The states seen are those after each cycle since the last admission
 	// or eviction, as the oracle counts them: not the state the run
 	// starts from, nor the one an admission or eviction left.

@@ -464,6 +464,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 			return fmt.Errorf("workload %s: usage of ClusterQueue %s overflows", key, ad.ClusterQueue)
 		}
 		st.admitted[key] = w
+		e.chargeLocalQueue(w, ad.Usage, false)
 		w.record = admittedRecord(w)
 		e.admittedHash += e.hashAdmitted(w)
 	}

@@ -83,6 +83,10 @@ func UnderlyingCause(r *scheduler.Reason) string {
 	}
 }
 
+// checkStats, set by the package's tests, is called at the start of every
+// run to check Stats against a walk over every workload.
+var checkStats func(*Engine)
+
 // Stats reads the gauges' values. It does not change the engine.
 func (e *Engine) Stats() Stats {
 	st := Stats{Unadmitted: map[UnadmittedKey]int{}}
@@ -129,51 +133,44 @@ func (e *Engine) Stats() Stats {
 			cqs[name] = &ClusterQueueStats{Name: name, Status: "terminating", Usage: quota.Usage{}}
 		}
 	}
-	// Sums only: the workloads' order does not matter, and is not paid for.
-	for key, w := range e.workloads {
+	// Kept as workloads are admitted and released (cqState, lqUse), so
+	// that the gauges cost the queues and the unadmitted workloads, not
+	// every workload.
+	for name, cq := range cqs {
+		if u := e.usage[name]; u != nil && len(u.admitted) > 0 {
+			cq.Reserving, cq.Usage = len(u.admitted), inUse(u.total)
+		}
+	}
+	for k, lq := range lqs {
+		if u := e.lqUse[k]; u != nil {
+			lq.Reserving, lq.Usage = u.reserving, inUse(u.total)
+		}
+	}
+	for key, w := range e.pending {
 		lq := lqs[[2]string{w.Object.Namespace, w.Object.Spec.QueueName}]
-		switch w.Status {
-		case Admitted:
-			if w.Admission == nil {
-				continue
-			}
-			// The usage the engine charged (no copy: Add only reads it).
-			u := w.Admission.Usage
-			if u == nil {
-				u = w.Admission.TotalUsage()
-			}
-			if cq := cqs[w.Admission.ClusterQueue]; cq != nil {
-				cq.Reserving++
-				cq.Usage.Add(u)
+		if q := e.queues.Lookup(w.queuedIn); w.queuedIn != "" && q != nil {
+			parked := q.Parked(key)
+			if cq := cqs[w.queuedIn]; cq != nil {
+				if parked {
+					cq.PendingInadmissible++
+				} else {
+					cq.PendingActive++
+				}
 			}
 			if lq != nil {
-				lq.Reserving++
-				lq.Usage.Add(u)
-			}
-		case Pending:
-			if q := e.queues.Lookup(w.queuedIn); w.queuedIn != "" && q != nil {
-				parked := q.Parked(key)
-				if cq := cqs[w.queuedIn]; cq != nil {
-					if parked {
-						cq.PendingInadmissible++
-					} else {
-						cq.PendingActive++
-					}
-				}
-				if lq != nil {
-					if parked {
-						lq.PendingInadmissible++
-					} else {
-						lq.PendingActive++
-					}
+				if parked {
+					lq.PendingInadmissible++
+				} else {
+					lq.PendingActive++
 				}
 			}
-			st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
-				LocalQueue: w.Object.Spec.QueueName, Cause: e.cause(w)}]++
-		case Inactive:
-			st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
-				LocalQueue: w.Object.Spec.QueueName, Cause: "Deactivated"}]++
 		}
+		st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
+			LocalQueue: w.Object.Spec.QueueName, Cause: e.cause(w)}]++
+	}
+	for _, w := range e.deactivated {
+		st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
+			LocalQueue: w.Object.Spec.QueueName, Cause: "Deactivated"}]++
 	}
 	for _, name := range sortedKeys(cqs) {
 		st.ClusterQueues = append(st.ClusterQueues, *cqs[name])
@@ -182,6 +179,18 @@ func (e *Engine) Stats() Stats {
 		st.LocalQueues = append(st.LocalQueues, *lqs[k])
 	}
 	return st
+}
+
+// inUse copies a usage without its zero cells: a gauge per cell a
+// workload holds some of.
+func inUse(u quota.Usage) quota.Usage {
+	out := make(quota.Usage, len(u))
+	for k, v := range u {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // cause is a pending workload's underlying cause. A queue that cannot

@@ -139,3 +139,89 @@ func BenchmarkStats(b *testing.B) {
 		e.Stats()
 	}
 }
+
+// statsAgreeWithAWalk panics unless Stats, which reads the sums kept as
+// workloads are admitted and released, equals the gauges computed by
+// walking every workload (statsByWalk). The package's tests call it at
+// the start of every run (checkStats).
+func statsAgreeWithAWalk(e *Engine) {
+	if d := cmp.Diff(statsByWalk(e), e.Stats()); d != "" {
+		panic(fmt.Sprintf("Stats differs from a walk over every workload (-walk +Stats):\n%s", d))
+	}
+}
+
+// statsByWalk computes Stats' workload counts and usages from every
+// workload's own record, independently of the sums the engine keeps.
+func statsByWalk(e *Engine) Stats {
+	st := e.Stats()
+	cqs := map[string]*ClusterQueueStats{}
+	for i := range st.ClusterQueues {
+		cq := &st.ClusterQueues[i]
+		cq.PendingActive, cq.PendingInadmissible, cq.Reserving, cq.Usage = 0, 0, 0, quota.Usage{}
+		cqs[cq.Name] = cq
+	}
+	lqs := map[[2]string]*LocalQueueStats{}
+	for i := range st.LocalQueues {
+		lq := &st.LocalQueues[i]
+		lq.PendingActive, lq.PendingInadmissible, lq.Reserving, lq.Usage = 0, 0, 0, quota.Usage{}
+		lqs[[2]string{lq.Namespace, lq.Name}] = lq
+	}
+	st.Unadmitted = map[UnadmittedKey]int{}
+	for key, w := range e.workloads {
+		lq := lqs[[2]string{w.Object.Namespace, w.Object.Spec.QueueName}]
+		switch w.Status {
+		case Admitted:
+			u := w.Admission.TotalUsage()
+			if cq := cqs[w.Admission.ClusterQueue]; cq != nil {
+				cq.Reserving++
+				cq.Usage.Add(u)
+			}
+			if lq != nil {
+				lq.Reserving++
+				lq.Usage.Add(u)
+			}
+		case Pending:
+			if q := e.queues.Lookup(w.queuedIn); w.queuedIn != "" && q != nil {
+				parked := q.Parked(key)
+				for _, c := range []*int{pendingOf(cqs[w.queuedIn], parked), pendingOfLQ(lq, parked)} {
+					if c != nil {
+						*c++
+					}
+				}
+			}
+			st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
+				LocalQueue: w.Object.Spec.QueueName, Cause: e.cause(w)}]++
+		case Inactive:
+			st.Unadmitted[UnadmittedKey{ClusterQueue: w.Info.ClusterQueue, Namespace: w.Object.Namespace,
+				LocalQueue: w.Object.Spec.QueueName, Cause: "Deactivated"}]++
+		}
+	}
+	// Stats reports the cells in use.
+	for _, cq := range cqs {
+		cq.Usage = inUse(cq.Usage)
+	}
+	for _, lq := range lqs {
+		lq.Usage = inUse(lq.Usage)
+	}
+	return st
+}
+
+func pendingOf(cq *ClusterQueueStats, parked bool) *int {
+	switch {
+	case cq == nil:
+		return nil
+	case parked:
+		return &cq.PendingInadmissible
+	}
+	return &cq.PendingActive
+}
+
+func pendingOfLQ(lq *LocalQueueStats, parked bool) *int {
+	switch {
+	case lq == nil:
+		return nil
+	case parked:
+		return &lq.PendingInadmissible
+	}
+	return &lq.PendingActive
+}

@@ -257,6 +257,7 @@ func (e *Engine) Delete(key string, now time.Time) error {
 	}
 	delete(e.workloads, key)
 	delete(e.pending, key)
+	delete(e.deactivated, key)
 	e.wake(now)
 	return nil
 }
@@ -284,6 +285,7 @@ func (e *Engine) release(w *Workload, now time.Time) {
 	e.admittedHash -= e.hashAdmitted(w)
 	delete(st.admitted, w.Info.Key)
 	st.total.Sub(w.Admission.Usage)
+	e.chargeLocalQueue(w, w.Admission.Usage, true)
 	st.generation++
 	if !slices.Contains(e.releasedIn, cq) {
 		e.releasedIn = append(e.releasedIn, cq)
