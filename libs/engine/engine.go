@@ -138,11 +138,11 @@ type Engine struct {
 	// walk held decisions up for tens of milliseconds at a time).
 	deactivated map[string]*Workload
 	lqUse       map[[2]string]*lqUse
-	queues    *queue.Manager
-	evictions []Eviction
-	podsReady podsready.Config
-	recording bool
-	decisions []Decision
+	queues      *queue.Manager
+	evictions   []Eviction
+	podsReady   podsready.Config
+	recording   bool
+	decisions   []Decision
 	// epoch numbers runs to quiescence; fpEpoch numbers full
 	// fingerprints, for the fingerprint shares.
 	epoch, fpEpoch uint64
