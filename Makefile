@@ -114,9 +114,13 @@ bench-decode:
 	cd libs && JQ_SCENARIO=/tmp/jq-big-20000.yaml $(GO) test -run='^$$' -bench=Parse -benchtime=3x ./sim
 
 ## bench-latency: submit→QuotaReserved p50/p90/p99 at a steady 200/s and
-## 1,000/s for 60 s each (JQ_LATENCY_DURATION), over HTTP and JQ_SUBMIT.
+## 1,000/s for 60 s each (JQ_LATENCY_DURATION), over HTTP and JQ_SUBMIT:
+## first with every service in one process, then with nats-server,
+## PostgreSQL and each service as its own process (JQ_LATENCY_ONLY=http-1000
+## runs one of the four in each).
 bench-latency:
-	cd e2e && $(GO) test -run='^$$' -bench=SteadyLatency -benchtime=1x -timeout 30m .
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkSteadyLatency$$' -benchtime=1x -timeout 30m .
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkSteadyLatencyProcesses$$' -benchtime=1x -timeout 40m ./chaos
 
 ## bench-e2e: 20,000 workloads over NATS through the whole pipeline.
 bench-e2e:

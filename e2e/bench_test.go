@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetqueue/jetqueue/e2e/internal/steady"
 	"github.com/jetqueue/jetqueue/libs/bus"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
@@ -94,7 +95,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	const n, queues = 20_000, 50
 	for b.Loop() {
 		s := start(b)
-		cfg := benchQueues(queues, "1000")
+		cfg := steady.Queues(queues, "1000")
 		s.must(http.StatusOK, "POST", "/v1/apply", []byte(cfg))
 		s.sync()
 
@@ -189,33 +190,4 @@ func BenchmarkEndToEnd(b *testing.B) {
 			n, admitted, chain, chain/3, admitted/(chain/3))
 		s.close()
 	}
-}
-
-// benchQueues is the benchmarks' configuration: one flavor, and queues
-// ClusterQueues of quota cpu each, ten to a cohort, each with a LocalQueue
-// lq in its own namespace ns-<i>.
-func benchQueues(queues int, quota string) string {
-	var cfg strings.Builder
-	cfg.WriteString("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n")
-	for q := range queues {
-		fmt.Fprintf(&cfg, `---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-%[1]d}
-spec:
-  cohort: cohort-%[2]d
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: rf
-      resources: [{name: cpu, nominalQuota: "%[3]s"}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ns-%[1]d}
-spec: {clusterQueue: cq-%[1]d}
-`, q, q%10, quota)
-	}
-	return cfg.String()
 }

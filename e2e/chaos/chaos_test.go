@@ -220,7 +220,7 @@ func waitGroup(wg interface{ Wait() }, within time.Duration, cancel func()) {
 // natsStore keeps JetStream's files in memory where the machine allows:
 // a SIGKILL loses nothing written there, and no fsync waits on a disk
 // shared with every other test.
-func natsStore(t *testing.T) string {
+func natsStore(t testing.TB) string {
 	dir, err := os.MkdirTemp("/dev/shm", "jq-chaos-nats-")
 	if err != nil {
 		return t.TempDir()

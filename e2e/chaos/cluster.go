@@ -63,6 +63,12 @@ type cluster struct {
 }
 
 func startCluster(bin, logDir, natsStore string) (*cluster, error) {
+	return startClusterOf(bin, logDir, natsStore, map[string]int{"ingest": 2, "admission": 2, "preemptor": 1, "podsready": 1, "scorer": 1})
+}
+
+// startClusterOf starts nats-server, PostgreSQL and instances[svc]
+// instances of each service.
+func startClusterOf(bin, logDir, natsStore string, instances map[string]int) (*cluster, error) {
 	c := &cluster{bin: bin, logDir: logDir, services: map[string][]*proc{}}
 	var err error
 	if c.nats, err = startNATS(filepath.Join(bin, "nats-server"), natsStore, logDir); err != nil {
@@ -71,7 +77,6 @@ func startCluster(bin, logDir, natsStore string) (*cluster, error) {
 	if c.pg, err = startPostgres(logDir); err != nil {
 		return c, err
 	}
-	instances := map[string]int{"ingest": 2, "admission": 2, "preemptor": 1, "podsready": 1, "scorer": 1}
 	for _, svc := range Services {
 		for i := range instances[svc] {
 			p, err := c.service(svc, string(rune('a'+i)))

@@ -1,0 +1,107 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetqueue/jetqueue/e2e/internal/steady"
+)
+
+// BenchmarkSteadyLatencyProcesses is BenchmarkSteadyLatency (package
+// e2e) against the services as a deployment runs them: nats-server,
+// PostgreSQL and one instance of each service, each its own process
+// built from this repository, started afresh for every run. In one
+// process every service shares one heap, and each collection slows them
+// all; here each has its own. make bench-latency runs both.
+func BenchmarkSteadyLatencyProcesses(b *testing.B) {
+	logDir := b.TempDir()
+	bin := b.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := Build(ctx, filepath.Dir(wd), bin); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for _, o := range steady.FromEnv() {
+			res := processRun(b, bin, logDir, o)
+			fmt.Println(res.Line(" (processes)", o))
+			b.ReportMetric(float64(res.Quantile(99).Microseconds())/1000, fmt.Sprintf("%s-%d-p99-ms", o.Via, o.Rate))
+		}
+	}
+}
+
+// processRun runs one steady load against a fresh cluster of one
+// instance per service.
+func processRun(b *testing.B, bin, logDir string, o steady.Options) steady.Result {
+	c, err := startClusterOf(bin, logDir, natsStore(b), map[string]int{"ingest": 1, "admission": 1, "preemptor": 1, "podsready": 1, "scorer": 1})
+	defer c.close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := c.ingestURLs[0]
+	if err := waitReady(base, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v1/apply", steady.Queues(o.Queues, "1000000")},
+		{"GET", "/v1/sync?timeout=60s", ""},
+	} {
+		if err := call(req.method, base+req.path, req.body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	o.Base, o.NATSURL = base, c.nats.URL()
+	res, err := steady.Run(context.Background(), o)
+	if err != nil {
+		b.Fatalf("%s at %d/s: %v", o.Via, o.Rate, err)
+	}
+	return res
+}
+
+// call makes one request and wants 200.
+func call(method, url, body string) error {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s", method, url, resp.Status)
+	}
+	return nil
+}
+
+// waitReady waits until ingest answers its API.
+func waitReady(base string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(base + "/v1/sync?timeout=1s")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ingest at %s did not answer within %v: %v", base, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,246 @@
+// Package steady submits workloads at a steady rate and measures each
+// one's submit→QuotaReserved latency: the latency benchmarks run it
+// against the services in one process (package e2e) and as separate
+// processes (package chaos), as a deployment runs them.
+package steady
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
+)
+
+// Options say where to submit and how fast.
+type Options struct {
+	// Base is ingest's HTTP API, NATSURL the NATS server.
+	Base, NATSURL string
+	// Rate is submissions a second, for Duration.
+	Rate     int
+	Duration time.Duration
+	// Via is "http" (POST /v1/workloads) or "jq_submit" (a durable
+	// submission published to JQ_SUBMIT).
+	Via string
+	// Queues is how many LocalQueues the workloads are spread over, one
+	// per namespace ns-0 … (as Queues writes them).
+	Queues int
+}
+
+// FromEnv lists the runs of make bench-latency: 200/s and 1,000/s, over
+// HTTP and over JQ_SUBMIT, 60 s each (JQ_LATENCY_DURATION overrides), or
+// only the one JQ_LATENCY_ONLY names (for example "http-1000"); 50
+// queues. Base and NATSURL are left to the caller.
+func FromEnv() []Options {
+	duration := time.Minute
+	if d, err := time.ParseDuration(os.Getenv("JQ_LATENCY_DURATION")); err == nil && d > 0 {
+		duration = d
+	}
+	only := os.Getenv("JQ_LATENCY_ONLY")
+	var out []Options
+	for _, rate := range []int{200, 1000} {
+		for _, via := range []string{"http", "jq_submit"} {
+			if only == "" || only == fmt.Sprintf("%s-%d", via, rate) {
+				out = append(out, Options{Rate: rate, Duration: duration, Via: via, Queues: 50})
+			}
+		}
+	}
+	return out
+}
+
+// Result is one run's latencies.
+type Result struct {
+	// Latencies are the admitted workloads' submit→QuotaReserved, sorted.
+	Latencies []time.Duration
+	// Lost counts the workloads not admitted within two minutes of the
+	// end; Offered is the rate the submissions actually left at.
+	Lost    int
+	Offered float64
+}
+
+// Quantile is the p-th percentile of the latencies.
+func (r Result) Quantile(p int) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	return r.Latencies[min(len(r.Latencies)-1, len(r.Latencies)*p/100)]
+}
+
+// Line is the result as the benchmarks print it.
+func (r Result) Line(what string, o Options) string {
+	if len(r.Latencies) == 0 {
+		return fmt.Sprintf("steady %4d/s over %-9s for %v%s: nothing admitted", o.Rate, o.Via, o.Duration, what)
+	}
+	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	return fmt.Sprintf("steady %4d/s over %-9s for %v%s (submitted at %.0f/s): %d admitted, %d not: submit→QuotaReserved p50 %v p90 %v p99 %v max %v",
+		o.Rate, o.Via, o.Duration, what, r.Offered, len(r.Latencies), r.Lost, round(r.Quantile(50)), round(r.Quantile(90)),
+		round(r.Quantile(99)), round(r.Latencies[len(r.Latencies)-1]))
+}
+
+// Queues is the configuration the load runs against: n ClusterQueues of
+// quota cpu each in cohorts of ten, and a LocalQueue lq in each namespace
+// ns-<i> pointing at cq-<i>.
+func Queues(n int, quota string) string {
+	var cfg strings.Builder
+	cfg.WriteString("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rf}\n")
+	for q := range n {
+		fmt.Fprintf(&cfg, `---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-%[1]d}
+spec:
+  cohort: cohort-%[2]d
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: rf
+      resources: [{name: cpu, nominalQuota: "%[3]s"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns-%[1]d}
+spec: {clusterQueue: cq-%[1]d}
+`, q, q%10, quota)
+	}
+	return cfg.String()
+}
+
+// Run submits o.Rate workloads a second for o.Duration, each asking for
+// one cpu of a queue with room for all, and waits for their
+// QuotaReserved events on JQ_EVENTS. A latency counts from just before
+// the submission leaves (over HTTP at most 256 are in flight: a server
+// that falls behind slows the sender) to the moment its QuotaReserved
+// reaches this consumer.
+func Run(ctx context.Context, o Options) (Result, error) {
+	nc, err := bus.Connect(o.NATSURL, "latency")
+	if err != nil {
+		return Result{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Duration+2*time.Minute)
+	defer cancel()
+	n := int(float64(o.Rate) * o.Duration.Seconds())
+	var mu sync.Mutex
+	admittedAt := make(map[string]time.Time, n)
+	done := make(chan struct{})
+	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"jq.ev.wl.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		return Result{}, err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Headers().Get(events.HeaderType) != string(events.QuotaReserved) {
+			return
+		}
+		now := time.Now()
+		ev, err := bus.Decode(m)
+		if err != nil {
+			return
+		}
+		d := ev.Data.(*events.QuotaReservedData)
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := admittedAt[d.Namespace+"/"+d.Name]; !seen {
+			admittedAt[d.Namespace+"/"+d.Name] = now
+			if len(admittedAt) == n {
+				close(done)
+			}
+		}
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer cc.Stop()
+
+	submittedAt := make([]time.Time, n)
+	keys := make([]string, n)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	var inflight sync.WaitGroup
+	var failed error
+	var failedOnce sync.Once
+	fail := func(err error) { failedOnce.Do(func() { failed = err }) }
+	sem := make(chan struct{}, 256)
+	start := time.Now()
+	for i := range n {
+		ns, name := fmt.Sprintf("ns-%d", i%o.Queues), fmt.Sprintf("w%06d", i)
+		keys[i] = ns + "/" + name
+		body := fmt.Appendf(nil, `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":%q},"spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}}}]}}`, name, ns)
+		if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(o.Rate))); wait > 0 {
+			time.Sleep(wait)
+		}
+		switch o.Via {
+		case "http":
+			sem <- struct{}{}
+			inflight.Go(func() {
+				defer func() { <-sem }()
+				submittedAt[i] = time.Now()
+				resp, err := client.Post(o.Base+"/v1/workloads", "application/json", bytes.NewReader(body))
+				if err != nil {
+					fail(err)
+					return
+				}
+				// Read to the end, so that the connection is kept for the
+				// next request (closing an unread body closes it).
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					fail(fmt.Errorf("submit %s: %d", keys[i], resp.StatusCode))
+				}
+			})
+		case "jq_submit":
+			m := nats.NewMsg(ingest.SubmitSubjectOf(ns, name))
+			m.Header.Set(events.HeaderSpecVersion, "1.0")
+			m.Header.Set(events.HeaderID, "lat-"+name)
+			m.Header.Set(events.HeaderType, ingest.SubmitType)
+			m.Header.Set(events.HeaderSource, "bench")
+			m.Header.Set("Nats-Msg-Id", "lat-"+name)
+			m.Data = body
+			submittedAt[i] = time.Now()
+			if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+				return Result{}, err
+			}
+		default:
+			return Result{}, fmt.Errorf("via %q: want http or jq_submit", o.Via)
+		}
+	}
+	inflight.Wait()
+	if failed != nil {
+		return Result{}, failed
+	}
+	offered := float64(n) / time.Since(start).Seconds()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lat := make([]time.Duration, 0, n)
+	for i, k := range keys {
+		if at, ok := admittedAt[k]; ok {
+			lat = append(lat, at.Sub(submittedAt[i]))
+		}
+	}
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return Result{Lost: n, Offered: offered}, errors.New("nothing admitted")
+	}
+	return Result{Latencies: lat, Lost: n - len(lat), Offered: offered}, nil
+}
