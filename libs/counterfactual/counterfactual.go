@@ -26,7 +26,8 @@
 //     finishing; the fewest, taken in order of how much of the blocking
 //     resource each holds (largest first), then lowest priority.
 //   - Toleration: the workload tolerating the taints of one flavor of its
-//     ClusterQueue that it does not tolerate now.
+//     ClusterQueue that it does not tolerate now: deleted and submitted
+//     again with the tolerations, created now, as a user would.
 //   - Priority: the workload's priority above the lowest threshold (a
 //     priority held by another workload of the ClusterQueue or cohort) at
 //     which it is admitted, usually by preempting.
@@ -718,12 +719,14 @@ func (s *search) toleration() []Change {
 					}
 				}
 			}
-			created := s.wl.Info.Created
+			// A workload's spec is not updated in place: the user
+			// deletes it and submits it again, and the front door
+			// stamps it created now, behind the workloads of its queue.
 			p, err := s.try(func(st *history.State) error {
 				if err := st.Engine.Delete(s.key, s.now); err != nil {
 					return err
 				}
-				_, err := st.Engine.Submit(wl.DeepCopy(), created)
+				_, err := st.Engine.Submit(wl.DeepCopy(), s.now)
 				return err
 			})
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/engine"
@@ -329,5 +330,211 @@ func TestRedact(t *testing.T) {
 	}
 	if want := "admissible if another workload finished"; fin.Message != want {
 		t.Errorf("message %q, want %q", fin.Message, want)
+	}
+}
+
+// taintedFlavor is a ResourceFlavor whose nodes carry the taint
+// key=value:NoSchedule; plainFlavor one without taints.
+func taintedFlavor(name, key, value string) string {
+	return fmt.Sprintf(`---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: %s}
+spec:
+  nodeTaints: [{key: %s, value: %q, effect: NoSchedule}]
+`, name, key, value)
+}
+
+func plainFlavor(name string) string {
+	return fmt.Sprintf(`---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: %s}
+`, name)
+}
+
+// tolerating is wl whose podSet tolerates key=value:NoSchedule.
+func tolerating(ns, name, cpu string, prio int32, key, value string) string {
+	return wl(ns, name, cpu, prio) + fmt.Sprintf("        tolerations: [{key: %s, operator: Equal, value: %q, effect: NoSchedule}]\n", key, value)
+}
+
+// resubmit deletes a workload and submits yaml in its place at at, as a
+// user who changes a workload's pod template does: jetqueue has no
+// update of a workload's spec, and the front door stamps the new one with
+// its own creation time. The Recorder records no deletion, so the log
+// misses it; only the live engine is read afterwards.
+func (w *world) resubmit(key, yaml string, at time.Time) error {
+	if err := w.rec.Eng.Delete(key, at); err != nil {
+		return err
+	}
+	return w.rec.Submit(decode(w.t, yaml)[0].(*api.Workload), at)
+}
+
+func ofKind(cs []Change, kind string) []Change {
+	var out []Change
+	for _, c := range cs {
+		if c.Kind == kind {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func statuses(e *engine.Engine) map[string]engine.Status {
+	out := map[string]engine.Status{}
+	for k, w := range e.Workloads() {
+		out[k] = w.Status
+	}
+	return out
+}
+
+// TestLimitsAndTolerationsAdmitForReal is TestChangesAdmitForReal for
+// the other kinds: the search proposes a borrowingLimit, a lendingLimit
+// or a toleration, checked against the scenario's arithmetic; then, in a
+// fresh copy of the world, the change is made as a user would (a new
+// ClusterQueue spec written here, or the workload deleted and submitted
+// again tolerating the taint) and the workload is admitted, displacing
+// nothing.
+func TestLimitsAndTolerationsAdmitForReal(t *testing.T) {
+	cases := []struct {
+		name   string
+		config string
+		subs   []string
+		kind   string
+		// want is the search's change of kind; from and to the limit
+		// before and after (limits), taints those tolerated (Toleration).
+		want     []summary
+		from, to string
+		taints   []corev1.Taint
+		// apply makes the change for real at at; after is every
+		// workload's status once settled; flavor is where a/w's cpu is
+		// admitted.
+		apply  func(w *world, at time.Time) error
+		after  map[string]engine.Status
+		flavor string
+	}{{
+		// Cohort c of a (4, borrowingLimit 1) and b (4). a/run holds 2
+		// and b/x 1; a/w asks 5. a may hold 4+1 = 5 and would hold
+		// 2+5 = 7: 2 short. borrowingLimit 1+2 = 3 lets it hold 7, and
+		// the cohort has 4+4 = 8 for 7+1 = 8; borrowingLimit 2 (6) is
+		// not enough.
+		name: "borrowingLimit",
+		config: rf + cq("a", "c", "Never", flavor("rf", "4", "bl=1")) +
+			cq("b", "c", "Never", flavor("rf", "4")),
+		subs: []string{wl("a", "run", "2", 0), wl("b", "x", "1", 0), wl("a", "w", "5", 0)},
+		kind: KindBorrowingLimit,
+		want: []summary{{Kind: KindBorrowingLimit, Queue: "a", Amounts: []string{"rf/cpu+2000"}}},
+		from: "1", to: "3",
+		apply: func(w *world, at time.Time) error {
+			return w.rec.Apply(decode(w.t, cq("a", "c", "Never", flavor("rf", "4", "bl=3")))[0], at)
+		},
+		after:  map[string]engine.Status{"a/run": engine.Admitted, "b/x": engine.Admitted, "a/w": engine.Admitted},
+		flavor: "rf",
+	}, {
+		// Cohort c of a (2, no limits) and b (4, lendingLimit 0) with
+		// b/x holding 1 of b's own. a/w asks 4; the cohort lends a
+		// 2+0 = 2: 2 short. b lending 0+2 = 2 gives a 4, and b keeps
+		// 4-2 = 2 for itself, above b/x's 1; lending 1 gives a only 3.
+		name: "lendingLimit",
+		config: rf + cq("a", "c", "Never", flavor("rf", "2")) +
+			cq("b", "c", "Never", flavor("rf", "4", "ll=0")),
+		subs: []string{wl("b", "x", "1", 0), wl("a", "w", "4", 0)},
+		kind: KindLendingLimit,
+		want: []summary{{Kind: KindLendingLimit, Queue: "b", Amounts: []string{"rf/cpu+2000"}}},
+		from: "0", to: "2",
+		apply: func(w *world, at time.Time) error {
+			return w.rec.Apply(decode(w.t, cq("b", "c", "Never", flavor("rf", "4", "ll=2")))[0], at)
+		},
+		after:  map[string]engine.Status{"b/x": engine.Admitted, "a/w": engine.Admitted},
+		flavor: "rf",
+	}, {
+		// a has od (2) then spot (4, tainted spot=true:NoSchedule).
+		// a/run holds od's 2; a/w asks 3: od is full and spot is not
+		// tolerated. Tolerating the taint puts it on spot (3 of 4).
+		name: "toleration",
+		config: plainFlavor("od") + taintedFlavor("spot", "spot", "true") +
+			cq("a", "", "Never", flavor("od", "2"), flavor("spot", "4")),
+		subs:   []string{wl("a", "run", "2", 0), wl("a", "w", "3", 0)},
+		kind:   KindToleration,
+		want:   []summary{{Kind: KindToleration, Queue: "a", Flavor: "spot"}},
+		taints: []corev1.Taint{{Key: "spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		apply: func(w *world, at time.Time) error {
+			return w.resubmit("a/w", tolerating("a", "w", "3", 0, "spot", "true"), at)
+		},
+		after:  map[string]engine.Status{"a/run": engine.Admitted, "a/w": engine.Admitted},
+		flavor: "spot",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			setup := func(t *testing.T) *world {
+				w := newWorld(t, tc.config)
+				for _, s := range tc.subs {
+					w.submit(s)
+				}
+				if st := w.rec.Eng.Workload("a/w").Status; st != engine.Pending {
+					t.Fatalf("a/w is %s before the change, want pending", st)
+				}
+				return w
+			}
+			w := setup(t)
+			got := ofKind(w.search("a/w").Changes, tc.kind)
+			if d := cmp.Diff(tc.want, summarise(got), cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("%s changes (-want,+got):\n%s", tc.kind, d)
+			}
+			c := got[0]
+			t.Log(c.Message)
+			if tc.from != "" && (c.Amounts[0].From != tc.from || c.Amounts[0].To != tc.to) {
+				t.Errorf("limit from %s to %s, want from %s to %s", c.Amounts[0].From, c.Amounts[0].To, tc.from, tc.to)
+			}
+			if d := cmp.Diff(tc.taints, c.Taints, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("taints (-want,+got):\n%s", d)
+			}
+
+			w = setup(t)
+			at := w.at.Add(time.Second)
+			if err := tc.apply(w, at); err != nil {
+				t.Fatal(err)
+			}
+			w.rec.Settle(at)
+			if d := cmp.Diff(tc.after, statuses(w.rec.Eng)); d != "" {
+				t.Fatalf("statuses after the change (-want,+got):\n%s", d)
+			}
+			ad := w.rec.Eng.Workload("a/w").Admission
+			if f := ad.PodSets[0].Flavors[corev1.ResourceCPU]; f != tc.flavor {
+				t.Errorf("a/w's cpu on %s, want %s", f, tc.flavor)
+			}
+		})
+	}
+}
+
+// TestTolerationIsAResubmission: a workload can only come to tolerate a
+// taint by being submitted again, so it is then the newest of its queue
+// and may no longer preempt an equal-priority workload under
+// LowerOrNewerEqualPriority. a (spot only, 4, tainted) holds a/tol (2,
+// tolerating, submitted after a/w); a/w asks 3. Resubmitted tolerating,
+// a/w is 1 short and newer than a/tol, so it stays pending: the search
+// must not propose the toleration (a probe that kept a/w's first creation
+// time did, displacing a/tol).
+func TestTolerationIsAResubmission(t *testing.T) {
+	setup := func(t *testing.T) *world {
+		w := newWorld(t, taintedFlavor("spot", "spot", "true")+cq("a", "", "LowerOrNewerEqualPriority", flavor("spot", "4")))
+		w.submit(wl("a", "w", "3", 0))
+		w.submit(tolerating("a", "tol", "2", 0, "spot", "true"))
+		return w
+	}
+	w := setup(t)
+	if got := summarise(ofKind(w.search("a/w").Changes, KindToleration)); len(got) != 0 {
+		t.Errorf("Toleration proposed: %+v", got)
+	}
+
+	w = setup(t)
+	at := w.at.Add(time.Second)
+	if err := w.resubmit("a/w", tolerating("a", "w", "3", 0, "spot", "true"), at); err != nil {
+		t.Fatal(err)
+	}
+	w.rec.Settle(at)
+	want := map[string]engine.Status{"a/w": engine.Pending, "a/tol": engine.Admitted}
+	if d := cmp.Diff(want, statuses(w.rec.Eng)); d != "" {
+		t.Errorf("statuses after resubmitting (-want,+got):\n%s", d)
 	}
 }
