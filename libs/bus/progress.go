@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,12 +26,37 @@ type Mark struct {
 	Next  *time.Time `json:"next,omitempty"`
 }
 
-// Progress reports one consumer's marks.
+// Progress reports one consumer's marks. Mark hands the newest mark to a
+// writer goroutine and returns: a consumer reports after every step, and
+// under a steady load of 1,000 workloads a second admission, the
+// preemptor and podsready together stepped 1,200 times a second, each
+// waiting for a KV put's acknowledgement before reading on (as many puts
+// as 60% of the events). The writer stores the newest mark at once when
+// the last put is progressEvery old, else when it is; a mark is never
+// stored before the step it reports has published, so /v1/sync, which
+// waits for the marks, answers no earlier than before (at most
+// progressEvery later under load).
 type Progress struct {
 	kv   jetstream.KeyValue
 	name string
-	last []byte
+
+	mu sync.Mutex
+	// written is the last mark stored; next the newest not stored yet
+	// (nil when none); err the failure of a put, returned by the next
+	// Mark or Flush; at when the last put started; idle is closed when
+	// the running writer exits (nil when none runs).
+	written, next []byte
+	err           error
+	at            time.Time
+	idle          chan struct{}
 }
+
+// progressEvery is the least time between two puts of one consumer's
+// mark, and progressTimeout bounds one put.
+const (
+	progressEvery   = 20 * time.Millisecond
+	progressTimeout = 10 * time.Second
+)
 
 // NewProgress opens the progress bucket for the named consumer and, on
 // its first start, marks it at sequence 0. /v1/sync waits only for the
@@ -70,7 +96,7 @@ func (p *Progress) Report(ctx context.Context, seq uint64) error {
 
 // Advance raises the stored sequence to seq if it is behind: a new leader
 // takes over the position its predecessor acknowledged but may not have
-// reported.
+// reported. It returns once the mark is stored.
 func (p *Progress) Advance(ctx context.Context, seq uint64) error {
 	e, err := p.kv.Get(ctx, p.name)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -85,23 +111,121 @@ func (p *Progress) Advance(ctx context.Context, seq uint64) error {
 			return nil
 		}
 	}
-	return p.Report(ctx, seq)
+	if err := p.Report(ctx, seq); err != nil {
+		return err
+	}
+	return p.Flush(ctx)
 }
 
-// Mark stores a mark if it changed.
-func (p *Progress) Mark(ctx context.Context, m Mark) error {
+// Mark has a mark stored if it changed (see Progress). It returns the
+// failure of an earlier put, if one failed since the last call.
+func (p *Progress) Mark(_ context.Context, m Mark) error {
 	v, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if string(v) == string(p.last) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.takeErr(); err != nil {
+		return err
+	}
+	cur := p.next
+	if cur == nil {
+		cur = p.written
+	}
+	if string(v) == string(cur) {
 		return nil
 	}
-	if _, err := p.kv.Put(ctx, p.name, v); err != nil {
+	p.next = v
+	p.startWriter()
+	return nil
+}
+
+// Flush waits until every mark handed over is stored, and returns the
+// failure of a put if one failed.
+func (p *Progress) Flush(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if err := p.takeErr(); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		if p.next != nil {
+			p.startWriter()
+		}
+		idle := p.idle
+		p.mu.Unlock()
+		if idle == nil {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("report progress: %w", ctx.Err())
+		}
+	}
+}
+
+// Stop waits a little (two seconds at most) for the marks handed over to
+// be stored: a consumer stopping on purpose leaves its last mark behind.
+func (p *Progress) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = p.Flush(ctx)
+}
+
+// takeErr returns and clears the failure of a put; p.mu is held.
+func (p *Progress) takeErr() error {
+	err := p.err
+	p.err = nil
+	if err != nil {
 		return fmt.Errorf("report progress: %w", err)
 	}
-	p.last = v
 	return nil
+}
+
+// startWriter starts the writer unless it runs; p.mu is held.
+func (p *Progress) startWriter() {
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+		go p.write(p.idle)
+	}
+}
+
+// write stores the newest mark until none is left, at most one put every
+// progressEvery; it stops at a failed put, leaving the mark for the next
+// writer.
+func (p *Progress) write(idle chan struct{}) {
+	defer close(idle)
+	for {
+		p.mu.Lock()
+		v, wait := p.next, time.Until(p.at.Add(progressEvery))
+		if v == nil || p.err != nil {
+			p.idle = nil
+			p.mu.Unlock()
+			return
+		}
+		if wait > 0 {
+			p.mu.Unlock()
+			time.Sleep(wait)
+			continue
+		}
+		p.next, p.at = nil, time.Now()
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
+		_, err := p.kv.Put(ctx, p.name, v)
+		cancel()
+		p.mu.Lock()
+		if err != nil {
+			p.err = err
+			if p.next == nil {
+				p.next = v
+			}
+		} else {
+			p.written = v
+		}
+		p.mu.Unlock()
+	}
 }
 
 // ReadProgress returns a consumer's reported sequence (0 if none yet).

@@ -1,6 +1,11 @@
 package bus
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
 
 // TestAStartedConsumerHasAMark: a consumer is marked at 0 as soon as it
 // starts, so /v1/sync waits for it before its first batch (the preemptor's
@@ -22,10 +27,78 @@ func TestAStartedConsumerHasAMark(t *testing.T) {
 	if err := p.Report(ctx, 42); err != nil {
 		t.Fatal(err)
 	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := NewProgress(ctx, js, "preemptor"); err != nil {
 		t.Fatal(err)
 	}
 	if seq, err := ReadProgress(ctx, js, "preemptor"); err != nil || seq != 42 {
 		t.Errorf("after a restart: %d %v, want 42", seq, err)
+	}
+}
+
+// TestMarksAreCoalesced: marks reported faster than one every
+// progressEvery (here one a millisecond, as a consumer steps under load)
+// are stored as the newest of them, one put per interval (counted on the
+// bucket's stream), and the last is stored after Flush.
+func TestMarksAreCoalesced(t *testing.T) {
+	ctx, js, _ := setup(t)
+	p, err := NewProgress(ctx, js, "admission-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	puts := func() uint64 {
+		st, err := js.Stream(ctx, "KV_"+ProgressBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	before := puts()
+	start := time.Now()
+	const n = 300
+	for seq := uint64(1); seq <= n; seq++ {
+		if err := p.Report(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	// One put at once, then at most one per interval begun, and the last.
+	most := uint64(2 + elapsed/progressEvery)
+	if got := puts() - before; got > most || got == 0 {
+		t.Errorf("%d reports in %v made %d puts, want 1 to %d", n, elapsed, got, most)
+	}
+	if seq, err := ReadProgress(ctx, js, "admission-0"); err != nil || seq != n {
+		t.Errorf("stored %d %v, want %d", seq, err, n)
+	}
+}
+
+// TestAFailedPutIsReported: a put that fails comes back from the next
+// Mark or Flush, so a consumer that cannot report its progress stops
+// (and its supervisor starts it again) as when puts were synchronous.
+func TestAFailedPutIsReported(t *testing.T) {
+	ctx, js, _ := setup(t)
+	p, err := NewProgress(ctx, js, "podsready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, ProgressBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Report(ctx, 7); err != nil {
+		t.Fatalf("the hand-over failed: %v", err)
+	}
+	// The put's own error, not Flush giving up on the context's deadline.
+	if err := p.Flush(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush after a failed put: %v, want the put's error", err)
 	}
 }

@@ -201,6 +201,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer s.leader.Release()
+	// Runs before the release: the last mark is stored first.
+	defer s.progress.Stop()
 	store, err := snapshot.Open(ctx, js, snapshot.Options{Name: cfg.Shard, Version: snapshotVersion, Log: rt.Log,
 		Metrics: snapshot.NewMetrics(rt.Registry, "admission")})
 	if err != nil {

@@ -107,6 +107,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer s.leader.Release()
+	// Runs before the release: the last mark is stored first.
+	defer s.progress.Stop()
 	store, err := snapshot.Open(ctx, conn.JS, snapshot.Options{Name: cfg.Shard, Version: snapshotVersion, Log: rt.Log,
 		Metrics: snapshot.NewMetrics(rt.Registry, "podsready")})
 	if err != nil {

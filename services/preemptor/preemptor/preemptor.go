@@ -72,6 +72,8 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 		return err
 	}
 	defer s.leader.Release()
+	// Runs before the release: the last mark is stored first.
+	defer s.progress.Stop()
 	rt.SetReady(true)
 	for ctx.Err() == nil {
 		leading, err := s.leader.Lead(ctx)
