@@ -4,6 +4,10 @@ package main
 
 import (
 	"os"
+
+	// Initialised before kubectl's get package, which translates at
+	// init (see the package).
+	_ "github.com/jetqueue/jetqueue/cmd/jqctl/internal/untranslated"
 )
 
 func main() {
