@@ -217,7 +217,7 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
 	e.touch(w)
-	w.Object.Spec.Active = &active
+	w.Object = withActive(w.Object, active)
 	switch {
 	case !active && (w.Status == Pending || w.Status == Admitted):
 		admitted := w.Status == Admitted
@@ -316,7 +316,7 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		// the spec is the evicted version's.
 		w.backoffUpdated, w.evictedUnset = true, old == nil
 	}
-	w.Object.Spec.Priority = &p
+	w.Object = withPriority(w.Object, p)
 	// The update makes the workload controller drop a finished workload
 	// from its queue.
 	e.dropFinished(key)
@@ -342,4 +342,21 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		e.snapAdmitted(w.Admission.ClusterQueue, w.record, true)
 	}
 	return nil
+}
+
+// withActive and withPriority return a copy of a workload object with the
+// field set. The engine never writes an object it holds in place: the
+// caller that submitted it may hold it too, and so may a copy of the
+// engine (Clone), which shares the objects rather than copy them. The
+// copy is shallow, as nothing else of the object is ever written.
+func withActive(wl *api.Workload, active bool) *api.Workload {
+	c := *wl
+	c.Spec.Active = &active
+	return &c
+}
+
+func withPriority(wl *api.Workload, p int32) *api.Workload {
+	c := *wl
+	c.Spec.Priority = &p
+	return &c
 }
