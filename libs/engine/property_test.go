@@ -67,6 +67,18 @@ func randomWorkload(rng *rand.Rand, name string, queues int) string {
 // deletions, checking the quota invariants after every step, and returns
 // the final admissions for the determinism check.
 func runRandom(t *testing.T, seed uint64) map[string]scheduler.Admission {
+	e, _ := randomEngine(t, seed)
+	out := map[string]scheduler.Admission{}
+	for k, w := range e.Workloads() {
+		if w.Status == Admitted {
+			out[k] = *w.Admission
+		}
+	}
+	return out
+}
+
+// randomEngine is runRandom's engine at its end, with its world.
+func randomEngine(t *testing.T, seed uint64) (*Engine, string) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	e := New()
 	world := randomWorld(rng)
@@ -95,13 +107,7 @@ func runRandom(t *testing.T, seed uint64) map[string]scheduler.Admission {
 		e.RunToQuiescence(t0)
 		checkQuota(t, e, world, payloads)
 	}
-	out := map[string]scheduler.Admission{}
-	for k, w := range e.Workloads() {
-		if w.Status == Admitted {
-			out[k] = *w.Admission
-		}
-	}
-	return out
+	return e, world
 }
 
 // checkQuota asserts the limits of nominal, borrowing and lending quota on

@@ -1,0 +1,238 @@
+package engine
+
+// Clone copies the engine in memory: what DecodeSnapshot(EncodeSnapshot())
+// gives, without rendering every workload to bytes and parsing it back.
+// A counterfactual probe or an ETA simulation takes one copy of the
+// present state per run; at 100,000 workloads decoding those copies was
+// most of a search's CPU.
+//
+// Each field of the engine, and of what it points to, is one of:
+//
+//   - copied: everything an event or a cycle changes in place (the maps
+//     and indexes, each workload's record and scheduler view, the
+//     queues' heaps and entries, each ClusterQueue's and LocalQueue's
+//     usage, the fingerprint's bookkeeping);
+//   - shared: what neither engine ever writes once it holds it — the
+//     configuration objects and their compiled views (Apply replaces
+//     them), the workload objects (SetActive and SetPriority replace
+//     theirs, copy on write), admissions, reasons, retry states
+//     ("never modified once made"), namespace label sets, selectors;
+//   - dropped, rebuilt on demand as after a restore: the scheduler's
+//     kept snapshot and the changes waiting for it (the next cycle
+//     builds one of its own), the cached cohort generations, scratch
+//     buffers; and the state of a run in progress and the functions
+//     that observe runs, which are the original's.
+//
+// A workload's scheduler view is copied with its own podSet slice: the
+// scheduler caches each podSet's requests in it (PodSet.reqs), a write
+// the two engines must not share. Its admitted record is copied too, as
+// preemption caches a cell mask in it.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jetqueue/jetqueue/libs/queue"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// Clone returns an independent copy of the engine: nothing done to either
+// afterwards shows in the other, and the copy decides exactly as the
+// engine, or a restore of its snapshot, would. It changes nothing in e
+// but a cache of its queues' names, so one engine may be cloned again and
+// again, but not by two goroutines at once, nor while one changes it.
+// Once made, the two engines may be used on two goroutines.
+//
+// The copy keeps the shard settings (the held function is the caller's,
+// shared) and the decisions and evictions not yet drained, but not the
+// function ObserveCycles set: its cycles are its own to observe. A clone
+// taken during a run (from ObserveCycles' function) is not in the run:
+// its next run hashes its fingerprint afresh.
+//
+// A cycle waiting for PodsReady (blockAdmission) cannot be copied, as
+// the scheduler's walk state is its own: Clone panics then. EncodeSnapshot
+// refuses that moment too; a replay of the log never runs a cycle.
+func (e *Engine) Clone() *Engine {
+	if e.pass != nil {
+		panic("engine: Clone while a cycle waits for PodsReady")
+	}
+	c := &Engine{
+		toDrain:       maps.Clone(e.toDrain),
+		flavors:       maps.Clone(e.flavors),
+		clusterQueues: maps.Clone(e.clusterQueues),
+		localQueues:   maps.Clone(e.localQueues),
+		wpcs:          maps.Clone(e.wpcs),
+		pcs:           maps.Clone(e.pcs),
+		config:        e.config,
+		compiled:      maps.Clone(e.compiled),
+		inactive:      maps.Clone(e.inactive),
+		podsReady:     e.podsReady,
+		recording:     e.recording,
+		evictions:     slices.Clone(e.evictions),
+		decisions:     slices.Clone(e.decisions),
+		epoch:         e.epoch,
+		fpEpoch:       e.fpEpoch,
+		fpSum:         e.fpSum,
+		// A sum taken mid-run is not the one a run ended with.
+		fpValid:      e.fpValid && !e.inRun,
+		changes:      e.changes,
+		settledAt:    e.settledAt,
+		settled:      e.settled,
+		cutLoop:      e.cutLoop,
+		admissionSeq: e.admissionSeq,
+		timerSeq:     e.timerSeq,
+		evictedAt:    e.evictedAt,
+		evictedTick:  e.evictedTick,
+		admittedHash: e.admittedHash,
+		releasedIn:   slices.Clone(e.releasedIn),
+		nsLabels:     maps.Clone(e.nsLabels),
+		shard:        e.shard,
+		heldTree:     e.heldTree,
+	}
+	k := cloner{from: e, of: make(map[*scheduler.Workload]*Workload, len(e.workloads))}
+	c.workloads = make(map[string]*Workload, len(e.workloads))
+	c.pending = make(map[string]*Workload, len(e.pending))
+	c.deactivated = make(map[string]*Workload, len(e.deactivated))
+	c.usage = make(map[string]*cqState, len(e.usage))
+	for name, st := range e.usage {
+		// dirty is only kept while a kept snapshot is, and the copy has none.
+		c.usage[name] = &cqState{admitted: make(map[string]*Workload, len(st.admitted)), total: st.total.Clone(),
+			generation: st.generation}
+	}
+	for key, w := range e.workloads {
+		cw := k.copy(w)
+		c.workloads[key] = cw
+		k.of[w.Info] = cw
+		// The indexes by status, as setStatus, admit and
+		// restoreWorkload keep them.
+		switch w.Status {
+		case Pending:
+			c.pending[key] = cw
+		case Inactive:
+			c.deactivated[key] = cw
+		case Admitted:
+			c.usage[w.Admission.ClusterQueue].admitted[key] = cw
+		}
+	}
+	c.finishedQueued = k.index(e.finishedQueued)
+	c.lqUse = make(map[[2]string]*lqUse, len(e.lqUse))
+	for q, lu := range e.lqUse {
+		c.lqUse[q] = &lqUse{reserving: lu.reserving, total: lu.total.Clone()}
+	}
+	c.triedHashed = make(map[string]map[string]*Workload, len(e.triedHashed))
+	for g, m := range e.triedHashed {
+		c.triedHashed[g] = k.index(m)
+	}
+	if c.fpValid {
+		c.fpTouched = make([]*Workload, len(e.fpTouched))
+		for i, w := range e.fpTouched {
+			c.fpTouched[i] = k.workload(w)
+		}
+	}
+	c.queues = k.queues()
+	return c
+}
+
+// cloner maps the workloads and scheduler views of one engine to their
+// copies, so that what is one object in the engine (a workload in its
+// index and its queue's admitted set, a view in its workload and its
+// queue entry) is one object in the copy.
+type cloner struct {
+	from *Engine
+	// of maps each workload's view to the workload's copy: a view
+	// belongs to one workload, and a pointer hashes faster than a key.
+	of map[*scheduler.Workload]*Workload
+	// gone are the copies of workloads no longer in from.workloads (a
+	// deleted one still in fpTouched or triedHashed, which the next
+	// fingerprint takes out of the sum); views the copies of scheduler
+	// views that are no workload's own (a queue entry holding the copy
+	// an expired backoff pushed, see ApplyRequeue).
+	gone  map[*Workload]*Workload
+	views map[*scheduler.Workload]*scheduler.Workload
+}
+
+// copy copies one workload's record.
+func (k *cloner) copy(w *Workload) *Workload {
+	c := *w
+	c.Info = copyView(w.Info)
+	if w.stale != nil {
+		c.stale = copyView(w.stale)
+	}
+	if w.record != nil {
+		r := *w.record
+		c.record = &r
+	}
+	return &c
+}
+
+// copyView copies a scheduler view with its own podSets (see the top of
+// the file). The podSets' maps and the cached requests they point to are
+// never written once made, and are shared.
+func copyView(v *scheduler.Workload) *scheduler.Workload {
+	c := *v
+	c.PodSets = slices.Clone(v.PodSets)
+	return &c
+}
+
+// workload is w's copy.
+func (k *cloner) workload(w *Workload) *Workload {
+	if c := k.of[w.Info]; c != nil {
+		return c
+	}
+	if c := k.gone[w]; c != nil {
+		return c
+	}
+	if k.gone == nil {
+		k.gone = map[*Workload]*Workload{}
+	}
+	c := k.copy(w)
+	k.gone[w] = c
+	return c
+}
+
+// view is v's copy.
+func (k *cloner) view(v *scheduler.Workload) *scheduler.Workload {
+	if c := k.of[v]; c != nil {
+		return c.Info
+	}
+	if c := k.views[v]; c != nil {
+		return c
+	}
+	if k.views == nil {
+		k.views = map[*scheduler.Workload]*scheduler.Workload{}
+	}
+	c := copyView(v)
+	k.views[v] = c
+	return c
+}
+
+// index copies a map of workloads by key.
+func (k *cloner) index(m map[string]*Workload) map[string]*Workload {
+	out := make(map[string]*Workload, len(m))
+	for key, w := range m {
+		out[key] = k.workload(w)
+	}
+	return out
+}
+
+// queues copies the pending queues. An entry keeps its place in its heap
+// (Entry.pos), so each copy has entries of its own; the manager rebuilds
+// its heaps from them, in an order that is total (queue.State).
+func (k *cloner) queues() *queue.Manager {
+	states := k.from.queues.States()
+	for i := range states {
+		st := &states[i]
+		for _, list := range [][]*queue.Entry{st.Heap, st.Parked} {
+			for j, en := range list {
+				list[j] = &queue.Entry{Workload: k.view(en.Workload), NotBefore: en.NotBefore}
+			}
+		}
+	}
+	m := queue.NewManager()
+	if err := m.Restore(states, k.from.queues.Unparked()); err != nil {
+		// The states are a live manager's own: they cannot conflict.
+		panic(fmt.Sprintf("engine: Clone: %v", err))
+	}
+	return m
+}
