@@ -1,11 +1,10 @@
 package eta
 
 import (
-	"fmt"
 	"maps"
+	"sync"
 	"time"
 
-	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/history"
 )
 
@@ -14,17 +13,14 @@ import (
 // as it is now instead of folding the whole log again:
 //
 //	event ──Apply──▶ history.State (the deciders' fold) + Learner (run times)
-//	now ──Estimates──▶ a copy of the engine (its snapshot encoding, in
-//	                   proportion to the state, not to the history) ──▶ Result
+//	now ──Estimates──▶ a copy of the engine (engine.Clone, in proportion
+//	                   to the state, not to the history) ──▶ Result
 //
 // Estimates over a replica that has applied records 1…n equal Estimates
 // over the fold of those records (TestReplicaEqualsFullReplay).
 type Replica struct {
 	st    *history.State
 	learn *Learner
-	// enc is the engine's snapshot encoding since the last Apply (nil:
-	// not taken): copies of an unchanged state share one encoding.
-	enc []byte
 }
 
 // NewReplica returns the replica of an empty log.
@@ -34,7 +30,6 @@ func NewReplica() *Replica {
 
 // Apply takes the log's next record.
 func (r *Replica) Apply(rec history.Record) {
-	r.enc = nil
 	r.st.Apply(rec)
 	r.learn.Observe(rec.Event)
 	// Nothing consumes the evictions a fold notes: drained so that they
@@ -42,38 +37,28 @@ func (r *Replica) Apply(rec history.Record) {
 	r.st.Engine.DrainEvictions()
 }
 
-// encoded is the engine's snapshot encoding, taken once per state.
-func (r *Replica) encoded() ([]byte, error) {
-	if r.enc == nil {
-		b, err := r.st.Engine.EncodeSnapshot()
-		if err != nil {
-			return nil, fmt.Errorf("copy the state: %w", err)
-		}
-		r.enc = b
-	}
-	return r.enc, nil
-}
-
 // State is the folded state; the caller must not modify it.
 func (r *Replica) State() *history.State { return r.st }
 
 // Builder returns a function that makes a fresh copy of the state as it
 // is now each time it is called (what a counterfactual probe changes is a
-// copy): the engine from one snapshot encoding, taken here, the rest
-// shallow-copied (a probe replaces objects, it never edits them).
+// copy): the engine cloned here, once, and that clone cloned per call;
+// the rest shallow-copied (a probe replaces objects, it never edits
+// them). The replica goes on applying events meanwhile, on another
+// goroutine than the searches: the copies never read its engine again.
+// The function may be called from several goroutines.
 func (r *Replica) Builder() (func() (*history.State, error), error) {
-	b, err := r.encoded()
-	if err != nil {
-		return nil, err
-	}
+	base := r.st.Engine.Clone()
+	// Cloning fills a cache of the engine it reads (the queues' names):
+	// two calls must not clone base at once.
+	var mu sync.Mutex
 	st := *r.st
 	st.ClusterQueues, st.Flavors, st.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
 	st.Reasons, st.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
 	return func() (*history.State, error) {
-		eng, err := engine.DecodeSnapshot(b)
-		if err != nil {
-			return nil, fmt.Errorf("copy the state: %w", err)
-		}
+		mu.Lock()
+		eng := base.Clone()
+		mu.Unlock()
 		c := st
 		c.Engine = eng
 		c.ClusterQueues, c.Flavors, c.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
@@ -95,13 +80,5 @@ func (r *Replica) Estimates(now time.Time) (*Result, error) {
 // run times learnt so far (the replica goes on applying events; the
 // simulation keeps what it started from).
 func (r *Replica) Start(now time.Time) (*Sim, error) {
-	b, err := r.encoded()
-	if err != nil {
-		return nil, err
-	}
-	eng, err := engine.DecodeSnapshot(b)
-	if err != nil {
-		return nil, fmt.Errorf("copy the state: %w", err)
-	}
-	return Start(eng, maps.Clone(r.learn.Runs()), now), nil
+	return Start(r.st.Engine.Clone(), maps.Clone(r.learn.Runs()), now), nil
 }
