@@ -153,7 +153,13 @@ func Batch(ctx context.Context, c Fetcher, max int, wait time.Duration) ([]jetst
 	if len(out) > 0 || ctx.Err() != nil {
 		return out, nil
 	}
-	msgs, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if w, ok := c.(waiter); ok {
+		// A Reader waits on what its Consume delivers, and hands out
+		// the rest of what arrived with the first.
+		msgs, err = w.Wait(max, wait)
+	} else {
+		msgs, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +168,11 @@ func Batch(ctx context.Context, c Fetcher, max int, wait time.Duration) ([]jetst
 		return out, err
 	}
 	return out, nil
+}
+
+// waiter is a Fetcher that waits for its next messages itself (Reader).
+type waiter interface {
+	Wait(batch int, wait time.Duration) (jetstream.MessageBatch, error)
 }
 
 func collect(b jetstream.MessageBatch) []jetstream.Msg {

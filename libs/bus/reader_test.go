@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -128,18 +129,19 @@ func readAcross(t *testing.T, n, after int, disrupt func(ctx context.Context, js
 	checkEach(t, seqs, n)
 }
 
-// TestReaderSkipsNothingAcrossAGap: messages a fetch delivered that never
-// reached the reader (lost on the way: here fetched behind its back and
-// thrown away) are a gap in the consumer sequence; the reader reads them
-// again from a fresh consumer.
+// TestReaderSkipsNothingAcrossAGap: messages the consume delivered that
+// never reached the reader (lost on the way: here taken from its buffer
+// behind its back and thrown away) are a gap in the consumer sequence; the
+// reader reads them again from a fresh consumer.
 func TestReaderSkipsNothingAcrossAGap(t *testing.T) {
-	readAcross(t, 600, 200, func(_ context.Context, _ jetstream.JetStream, r *Reader) {
-		b, err := r.cons.FetchNoWait(10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := len(collect(b)); got != 10 {
-			t.Fatalf("lost %d messages, want 10", got)
+	readAcross(t, 600, 200, func(ctx context.Context, _ jetstream.JetStream, r *Reader) {
+		for lost := 0; lost < 10; {
+			select {
+			case <-r.feed.ch:
+				lost++
+			case <-ctx.Done():
+				t.Fatalf("lost %d messages, want 10", lost)
+			}
 		}
 	})
 }
@@ -153,4 +155,58 @@ func TestReaderGoesOnWhenItsConsumerIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestReaderRestartsAfterItsConsumeFails: when its consumer is deleted
+// under it, the reader starts a fresh consumer on its own, after the last
+// message handed out, without Follow asking the consumer's info: events
+// published after the deletion can only come through the fresh one.
+func TestReaderRestartsAfterItsConsumeFails(t *testing.T) {
+	ctx, js, _ := setup(t)
+	const n = 300
+	publishN(t, ctx, js, n)
+	r, err := NewReader(ctx, js, events.Stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	read := func(want int) {
+		for range 300 {
+			b, err := r.Wait(64, 100*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range collect(b) {
+				meta, err := m.Metadata()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs = append(seqs, meta.Sequence.Stream)
+			}
+			if len(seqs) >= want {
+				return
+			}
+		}
+	}
+	read(n)
+	if err := js.DeleteConsumer(ctx, events.Stream, r.cons.CachedInfo().Name); err != nil {
+		t.Fatal(err)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	for i := range n {
+		f, err := PublishAsync(js, podsReady(fmt.Sprint("id-", n+i), "ns", fmt.Sprint("w", n+i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		}
+	}
+	read(2 * n)
+	checkEach(t, seqs, 2*n)
 }
