@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,11 +62,57 @@ func processRun(b *testing.B, bin, logDir string, o steady.Options) steady.Resul
 		}
 	}
 	o.Base, o.NATSURL = base, c.nats.URL()
+	before := treeCPU()
 	res, err := steady.Run(context.Background(), o)
 	if err != nil {
 		b.Fatalf("%s at %d/s: %v", o.Via, o.Rate, err)
 	}
+	after := treeCPU()
+	// What each process (PostgreSQL with its backends) spent per
+	// workload over the run, for where the time goes.
+	var parts []string
+	var total time.Duration
+	for _, p := range c.all() {
+		pid := p.pid()
+		d := (after[pid] + after[-pid] - before[pid] - before[-pid]) / time.Duration(max(len(res.Latencies), 1))
+		total += d
+		parts = append(parts, fmt.Sprintf("%s %v", p.name, d.Round(time.Microsecond)))
+	}
+	fmt.Printf("  CPU per admitted workload: %v (%s)\n", total.Round(time.Microsecond), strings.Join(parts, ", "))
 	return res
+}
+
+// treeCPU reads the CPU time (user+sys) of each live process the suite
+// started and of its children (PostgreSQL's backends are the
+// postmaster's), by the started process's id.
+func treeCPU() map[int]time.Duration {
+	out := map[int]time.Duration{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range dirs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp session tty tpgid flags minflt
+		// cminflt majflt cmajflt utime stime ...", times in clock ticks
+		// (USER_HZ, 100 on Linux).
+		i := strings.LastIndexByte(string(data), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Fields(string(data[:i]))[0])
+		ppid, _ := strconv.Atoi(f[1])
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		t := time.Duration(utime+stime) * 10 * time.Millisecond
+		out[pid] += t
+		out[-ppid] += t // a child's, summed under its parent's id negated
+	}
+	return out
 }
 
 // call makes one request and wants 200.

@@ -40,6 +40,16 @@ type proc struct {
 	exits       int  // exits we did not cause
 }
 
+// pid is the running incarnation's process id (0 when none started).
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // start runs a new incarnation.
 func (p *proc) start() error {
 	p.mu.Lock()
