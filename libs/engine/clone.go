@@ -29,7 +29,6 @@ package engine
 // preemption caches a cell mask in it.
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -39,9 +38,8 @@ import (
 
 // Clone returns an independent copy of the engine: nothing done to either
 // afterwards shows in the other, and the copy decides exactly as the
-// engine, or a restore of its snapshot, would. It changes nothing in e
-// but a cache of its queues' names, so one engine may be cloned again and
-// again, but not by two goroutines at once, nor while one changes it.
+// engine, or a restore of its snapshot, would. It only reads e, so one
+// engine may be cloned again and again, though not while it changes.
 // Once made, the two engines may be used on two goroutines.
 //
 // The copy keeps the shard settings (the held function is the caller's,
@@ -216,23 +214,8 @@ func (k *cloner) index(m map[string]*Workload) map[string]*Workload {
 	return out
 }
 
-// queues copies the pending queues. An entry keeps its place in its heap
-// (Entry.pos), so each copy has entries of its own; the manager rebuilds
-// its heaps from them, in an order that is total (queue.State).
+// queues copies the pending queues, each entry holding the copy of its
+// workload's view.
 func (k *cloner) queues() *queue.Manager {
-	states := k.from.queues.States()
-	for i := range states {
-		st := &states[i]
-		for _, list := range [][]*queue.Entry{st.Heap, st.Parked} {
-			for j, en := range list {
-				list[j] = &queue.Entry{Workload: k.view(en.Workload), NotBefore: en.NotBefore}
-			}
-		}
-	}
-	m := queue.NewManager()
-	if err := m.Restore(states, k.from.queues.Unparked()); err != nil {
-		// The states are a live manager's own: they cannot conflict.
-		panic(fmt.Sprintf("engine: Clone: %v", err))
-	}
-	return m
+	return k.from.queues.Clone(k.view)
 }

@@ -163,3 +163,60 @@ func TestHeapPopsInLessOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneDrainsAsItsOriginal: a copy of a manager with random queues
+// (heaps and parked entries) pops the same heads as the original, each
+// the view the copy was given of it, and draining the copy first leaves
+// the original whole.
+func TestCloneDrainsAsItsOriginal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 0))
+	m := NewManager()
+	parked := 0
+	for i := range 300 {
+		cq := fmt.Sprint("cq", i%3)
+		m.Queue(cq).Active = true
+		w := wl(fmt.Sprint("a/w", i), int32(rng.IntN(4)), rng.IntN(50))
+		w.ClusterQueue = cq
+		if rng.IntN(4) == 0 {
+			m.Park(&Entry{Workload: w})
+			parked++
+			continue
+		}
+		m.Push(&Entry{Workload: w}, true, t0)
+	}
+	copies := map[*scheduler.Workload]bool{}
+	c := m.Clone(func(v *scheduler.Workload) *scheduler.Workload {
+		cp := *v
+		copies[&cp] = true
+		return &cp
+	})
+	drain := func(m *Manager, want map[*scheduler.Workload]bool) []string {
+		var out []string
+		for {
+			heads := m.Heads()
+			if len(heads) == 0 {
+				return out
+			}
+			for _, h := range heads {
+				if want != nil && !want[h] {
+					t.Fatalf("the copy popped %s's original view", h.Key)
+				}
+				out = append(out, h.Key)
+			}
+		}
+	}
+	got := drain(c, copies)
+	if len(got) != 300-parked {
+		t.Fatalf("the copy popped %d, want %d", len(got), 300-parked)
+	}
+	if d := cmp.Diff(drain(m, nil), got); d != "" {
+		t.Errorf("the copy pops otherwise (-original +copy):\n%s", d)
+	}
+	for _, q := range c.queues {
+		for _, e := range q.parked {
+			if !copies[e.Workload] {
+				t.Fatalf("parked %s holds the original's view", e.Workload.Key)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
 // State is one ClusterQueue's pending queue as plain values, for a
@@ -105,4 +106,29 @@ func byKey(a, b *Entry) int {
 		return 1
 	}
 	return 0
+}
+
+// Clone copies the manager: its queues with their settings and counters,
+// and entries of their own (an entry records its place in its heap),
+// each holding view of its workload. The heaps keep their layout, so a
+// copy is neither sorted nor sifted, and the manager is only read.
+func (m *Manager) Clone(view func(*scheduler.Workload) *scheduler.Workload) *Manager {
+	c := &Manager{queues: make(map[string]*ClusterQueue, len(m.queues)), names: slices.Clone(m.names),
+		unparked: slices.Clone(m.unparked)}
+	for name, q := range m.queues {
+		cq := *q
+		cq.heap = entryHeap{items: make([]heapItem, len(q.heap.items)), index: make(map[string]*Entry, len(q.heap.items))}
+		for i, it := range q.heap.items {
+			e := &Entry{Workload: view(it.entry.Workload), NotBefore: it.entry.NotBefore, pos: i}
+			it.entry = e
+			cq.heap.items[i] = it
+			cq.heap.index[e.Workload.Key] = e
+		}
+		cq.parked = make(map[string]*Entry, len(q.parked))
+		for key, e := range q.parked {
+			cq.parked[key] = &Entry{Workload: view(e.Workload), NotBefore: e.NotBefore}
+		}
+		c.queues[name] = &cq
+	}
+	return c
 }
