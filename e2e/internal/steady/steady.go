@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,10 +66,12 @@ func FromEnv() []Options {
 type Result struct {
 	// Latencies are the admitted workloads' submit→QuotaReserved, sorted.
 	Latencies []time.Duration
-	// Lost counts the workloads not admitted within two minutes of the
-	// end; Offered is the rate the submissions actually left at.
-	Lost    int
-	Offered float64
+	// Refused counts the submissions ingest answered 503 (admission too
+	// far behind: it sheds load past --max-admission-lag); Lost the
+	// accepted workloads not admitted within two minutes of the end;
+	// Offered is the rate the submissions actually left at.
+	Refused, Lost int
+	Offered       float64
 }
 
 // Quantile is the p-th percentile of the latencies.
@@ -85,8 +88,8 @@ func (r Result) Line(what string, o Options) string {
 		return fmt.Sprintf("steady %4d/s over %-9s for %v%s: nothing admitted", o.Rate, o.Via, o.Duration, what)
 	}
 	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	return fmt.Sprintf("steady %4d/s over %-9s for %v%s (submitted at %.0f/s): %d admitted, %d not: submit→QuotaReserved p50 %v p90 %v p99 %v max %v",
-		o.Rate, o.Via, o.Duration, what, r.Offered, len(r.Latencies), r.Lost, round(r.Quantile(50)), round(r.Quantile(90)),
+	return fmt.Sprintf("steady %4d/s over %-9s for %v%s (submitted at %.0f/s): %d admitted, %d not, %d refused (503): submit→QuotaReserved p50 %v p90 %v p99 %v max %v",
+		o.Rate, o.Via, o.Duration, what, r.Offered, len(r.Latencies), r.Lost, r.Refused, round(r.Quantile(50)), round(r.Quantile(90)),
 		round(r.Quantile(99)), round(r.Latencies[len(r.Latencies)-1]))
 }
 
@@ -140,7 +143,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	n := int(float64(o.Rate) * o.Duration.Seconds())
 	var mu sync.Mutex
 	admittedAt := make(map[string]time.Time, n)
-	done := make(chan struct{})
 	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"jq.ev.wl.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
@@ -160,9 +162,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		defer mu.Unlock()
 		if _, seen := admittedAt[d.Namespace+"/"+d.Name]; !seen {
 			admittedAt[d.Namespace+"/"+d.Name] = now
-			if len(admittedAt) == n {
-				close(done)
-			}
 		}
 	})
 	if err != nil {
@@ -176,6 +175,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var inflight sync.WaitGroup
 	var failed error
 	var failedOnce sync.Once
+	var refused atomic.Int64
 	fail := func(err error) { failedOnce.Do(func() { failed = err }) }
 	sem := make(chan struct{}, 256)
 	start := time.Now()
@@ -201,6 +201,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				// next request (closing an unread body closes it).
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					refused.Add(1)
+					return
+				}
 				if resp.StatusCode != http.StatusAccepted {
 					fail(fmt.Errorf("submit %s: %d", keys[i], resp.StatusCode))
 				}
@@ -226,9 +230,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, failed
 	}
 	offered := float64(n) / time.Since(start).Seconds()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	accepted := n - int(refused.Load())
+	for ctx.Err() == nil {
+		mu.Lock()
+		all := len(admittedAt) >= accepted
+		mu.Unlock()
+		if all {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -239,8 +249,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	slices.Sort(lat)
+	res := Result{Latencies: lat, Refused: n - accepted, Lost: accepted - len(lat), Offered: offered}
 	if len(lat) == 0 {
-		return Result{Lost: n, Offered: offered}, errors.New("nothing admitted")
+		return res, errors.New("nothing admitted")
 	}
-	return Result{Latencies: lat, Lost: n - len(lat), Offered: offered}, nil
+	return res, nil
 }
