@@ -14,8 +14,14 @@ import (
 // publishN puts n events on the stream (sequences 1…n).
 func publishN(t *testing.T, ctx context.Context, js jetstream.JetStream, n int) {
 	t.Helper()
+	publishMore(t, ctx, js, 0, n)
+}
+
+// publishMore puts n more events on a stream holding from.
+func publishMore(t *testing.T, ctx context.Context, js jetstream.JetStream, from, n int) {
+	t.Helper()
 	futures := make([]jetstream.PubAckFuture, 0, n)
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		f, err := PublishAsync(js, podsReady(fmt.Sprint("id-", i), "ns", fmt.Sprint("w", i)), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -192,21 +198,7 @@ func TestReaderRestartsAfterItsConsumeFails(t *testing.T) {
 	if err := js.DeleteConsumer(ctx, events.Stream, r.cons.CachedInfo().Name); err != nil {
 		t.Fatal(err)
 	}
-	futures := make([]jetstream.PubAckFuture, 0, n)
-	for i := range n {
-		f, err := PublishAsync(js, podsReady(fmt.Sprint("id-", n+i), "ns", fmt.Sprint("w", n+i)), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		futures = append(futures, f)
-	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			t.Fatal(err)
-		}
-	}
+	publishMore(t, ctx, js, n, n)
 	read(2 * n)
 	checkEach(t, seqs, 2*n)
 }
