@@ -73,7 +73,8 @@ const (
 )
 
 // readerInactive is how long the server keeps a Reader's consumer without
-// a fetch, as for an ordered consumer.
+// a pull request (a dropped Reader whose delete was lost), as for an
+// ordered consumer.
 const readerInactive = 5 * time.Minute
 
 // NewReader starts a Reader of stream; ctx bounds the requests that start
