@@ -128,8 +128,12 @@ func TestResubmissionIsIdempotentAndConflictsAreRefused(t *testing.T) {
 		t.Fatalf("Idempotency-Key: %d %+v then %d %+v", c1, a1, c2, a2)
 	}
 	s.must(http.StatusAccepted, "DELETE", "/v1/workloads/ns/w", nil)
-	if code := s.call("POST", "/v1/workloads", []byte(changed), nil); code != http.StatusAccepted {
-		t.Fatalf("submit after delete: %d", code)
+	// The same document again, after the deletion: a new workload (a new
+	// event id and UID, both derived from the name's place in the log),
+	// not a retry of the first.
+	var reborn answer
+	if code := s.call("POST", "/v1/workloads", []byte(workloadJSON), &reborn); code != http.StatusAccepted || reborn.UID == first.UID || reborn.Seq <= first.Seq {
+		t.Fatalf("submit after delete: %d %+v, want 202 with another UID than %+v", code, reborn, first)
 	}
 	if n := s.streamLen(); n != 4 {
 		t.Errorf("stream holds %d events, want 4 (w, k, delete w, w again)", n)

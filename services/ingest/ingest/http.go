@@ -556,15 +556,23 @@ type submission struct {
 	keyed   bool
 	doc     string
 	subject string
+	// seq and prev are the subject's last event, as far as known: located
+	// says they were read, else the subject is assumed empty.
 	seq     uint64
 	prev    *events.Event
+	located bool
+	// derivedUID says the UID is derived from the id (the client gave
+	// none).
+	derivedUID bool
 }
 
-// prepare validates (and converts) one submitted object, reads its
-// subject's position and derives its event id: from the key (and its
-// place in a multi-document request), else from the document and the
-// position, so that the same workload submitted again after its deletion
-// is a new event rather than a duplicate JetStream would drop.
+// prepare validates (and converts) one submitted object and derives its
+// event id: from the key (and its place in a multi-document request), else
+// from the document and its subject's position, so that the same workload
+// submitted again after its deletion is a new event rather than a
+// duplicate JetStream would drop. It does not read the position: it
+// assumes the subject empty, as it is for nearly every submission, and
+// publishSubmission learns otherwise from the fence and calls locate.
 func (s *Server) prepare(ctx context.Context, o api.Object, key string, index, count int) (*submission, error) {
 	if err := api.Validate(o); err != nil {
 		return nil, invalid(err)
@@ -577,7 +585,7 @@ func (s *Server) prepare(ctx context.Context, o api.Object, key string, index, c
 	if err != nil {
 		return nil, err
 	}
-	sub := &submission{wl: wl, doc: digest("document", string(doc)), keyed: key != ""}
+	sub := &submission{wl: wl, doc: digest("document", string(doc)), keyed: key != "", derivedUID: wl.UID == ""}
 	if sub.keyed {
 		sub.id = digest("submit-key", wl.Namespace, key)
 		if count > 1 {
@@ -596,16 +604,34 @@ func (s *Server) prepare(ctx context.Context, o api.Object, key string, index, c
 		return nil, invalid(err)
 	}
 	sub.subject = events.WorkloadSubject(wl.Namespace, wl.Name)
-	if sub.seq, sub.prev, err = s.last(ctx, sub.subject); err != nil {
-		return nil, err
+	sub.at(0, nil)
+	return sub, nil
+}
+
+// locate reads the submission's subject's position, and derives again
+// what depends on it.
+func (s *Server) locate(ctx context.Context, sub *submission) error {
+	seq, prev, err := s.last(ctx, sub.subject)
+	if err != nil {
+		return err
 	}
+	sub.at(seq, prev)
+	sub.located = true
+	return nil
+}
+
+// at places the submission after the subject's last event prev (at seq; 0
+// and nil for an empty subject): an unkeyed id, and the UID derived from
+// the id, depend on it.
+func (sub *submission) at(seq uint64, prev *events.Event) {
+	sub.seq, sub.prev = seq, prev
+	wl := sub.wl
 	if !sub.keyed {
-		sub.id = digest("submit", wl.Namespace, wl.Name, sub.doc, strconv.FormatUint(sub.seq, 10))
+		sub.id = digest("submit", wl.Namespace, wl.Name, sub.doc, strconv.FormatUint(seq, 10))
 	}
-	if wl.UID == "" {
+	if sub.derivedUID {
 		wl.UID = types.UID(uidFrom(sub.id))
 	}
-	return sub, nil
 }
 
 // toWorkload returns a submitted Workload, or the Workload of a Job.
@@ -646,8 +672,26 @@ func (s *Server) submittedEvent(sub *submission, batch *events.Batch) events.Eve
 	return ev
 }
 
-// publishSubmission publishes one workload, fenced on its subject.
+// publishSubmission publishes one workload, fenced on its subject. It
+// first publishes as if the subject were empty (one round trip, not two):
+// the fence stores the event only if it is, and then this is exactly what
+// a publish after reading the subject would have stored. When the fence
+// fails, or JetStream holds the event already, nothing was stored, and
+// the submission is published as read from the subject.
 func (s *Server) publishSubmission(ctx context.Context, sub *submission) (int, any, error) {
+	if !sub.located {
+		var empty uint64
+		got, dup, err := bus.Publish(ctx, s.js, s.submittedEvent(sub, nil), &empty)
+		switch {
+		case err == nil && !dup:
+			return http.StatusAccepted, submitted{Namespace: sub.wl.Namespace, Name: sub.wl.Name, UID: string(sub.wl.UID), Seq: got}, nil
+		case err != nil && !errors.Is(err, bus.ErrConflict):
+			return 0, nil, err
+		}
+		if err := s.locate(ctx, sub); err != nil {
+			return 0, nil, err
+		}
+	}
 	expect, ok := sub.fresh()
 	if !ok {
 		return s.resubmitted(ctx, sub)
@@ -684,6 +728,11 @@ func (s *Server) publishSubmission(ctx context.Context, sub *submission) (int, a
 // resubmissions. If any of the batch cannot be stored (a name taken
 // meanwhile, an event JetStream already holds), none is.
 func (s *Server) publishSubmissions(ctx context.Context, subs []*submission) (int, any, error) {
+	for _, sub := range subs {
+		if err := s.locate(ctx, sub); err != nil {
+			return 0, nil, err
+		}
+	}
 	answers := make([]submitted, len(subs))
 	var fresh []int
 	var writes []bus.Write

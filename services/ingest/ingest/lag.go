@@ -13,20 +13,38 @@ import (
 
 // lagGate refuses submissions while admission is too far behind the
 // stream: JetStream would accept them without limit, and latency would
-// grow without bound. The lag is read at most every 100ms.
+// grow without bound. The lag is read at most every 100ms, by one request
+// while the others go on with the lag read before (a read takes round
+// trips to JetStream, which no submission should wait for but the one).
 type lagGate struct {
-	mu      sync.Mutex
-	checked time.Time
-	lag     uint64
+	mu         sync.Mutex
+	checked    time.Time
+	lag        uint64
+	refreshing bool
 }
 
 func (s *Server) admissionLag(ctx context.Context) (uint64, error) {
 	g := &s.gate
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if time.Since(g.checked) < 100*time.Millisecond {
+	if !g.checked.IsZero() && (g.refreshing || time.Since(g.checked) < 100*time.Millisecond) {
+		defer g.mu.Unlock()
 		return g.lag, nil
 	}
+	g.refreshing = true
+	g.mu.Unlock()
+	lag, err := s.readAdmissionLag(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refreshing = false
+	if err != nil {
+		return 0, err
+	}
+	g.lag, g.checked = lag, time.Now()
+	return lag, nil
+}
+
+// readAdmissionLag reads how many events admission has yet to read.
+func (s *Server) readAdmissionLag(ctx context.Context) (uint64, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return 0, err
@@ -42,11 +60,10 @@ func (s *Server) admissionLag(ctx context.Context) (uint64, error) {
 			done = min(done, m.Seq)
 		}
 	}
-	g.lag, g.checked = 0, time.Now()
 	if info.State.LastSeq > done {
-		g.lag = info.State.LastSeq - done
+		return info.State.LastSeq - done, nil
 	}
-	return g.lag, nil
+	return 0, nil
 }
 
 // admit answers 503 with Retry-After when admission lags by more than the

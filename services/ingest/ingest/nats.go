@@ -224,31 +224,49 @@ func ensureSubmissions(ctx context.Context, js jetstream.JetStream, lim SubmitLi
 // jq.rejected.<namespace>.<ce-id token>. A submission stays in the stream
 // until ingest has handled it, so none is lost while ingest is down.
 func (s *Server) consumeSubmissions(ctx context.Context, c jetstream.Consumer, nc *nats.Conn, h http.Handler) error {
-	for ctx.Err() == nil {
-		msgs, err := bus.Batch(ctx, c, 256, 200*time.Millisecond)
+	// Each submission costs a round trip to JetStream (more when its name
+	// is taken); submitWorkers handle them concurrently, each taking the
+	// next message as soon as it is done, so that no submission waits for
+	// another's round trip. Submissions of different workloads are
+	// independent; two of the same workload are ordered by the subject's
+	// fence.
+	it, err := c.Messages(jetstream.PullMaxMessages(2 * submitWorkers))
+	if err != nil {
+		return err
+	}
+	// When ctx ends, what the iterator holds is still handled (Drain),
+	// rather than left to be delivered again after the ack wait.
+	stop := context.AfterFunc(ctx, it.Drain)
+	defer stop()
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range submitWorkers {
+		wg.Go(func() {
+			for m := range work {
+				s.submitDurable(nc, h, m)
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+		it.Stop()
+	}()
+	for {
+		m, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil // drained
 			}
-			return err
+			// A closed connection or a deleted consumer: ingest restarts.
+			return fmt.Errorf("read %s: %w", SubmitStream, err)
 		}
-		// Each submission costs a few round trips to JetStream; handling a
-		// batch concurrently keeps the pipeline from waiting on them one
-		// by one. Submissions of different workloads are independent.
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 32)
-		for _, m := range msgs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				s.submitDurable(nc, h, m)
-			}()
-		}
-		wg.Wait()
+		work <- m
 	}
-	return nil
 }
+
+// submitWorkers is how many durable submissions ingest handles at once.
+const submitWorkers = 128
 
 func (s *Server) submitDurable(nc *nats.Conn, h http.Handler, m jetstream.Msg) {
 	id := m.Headers().Get(events.HeaderID)
