@@ -39,8 +39,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -144,14 +146,16 @@ type Change struct {
 type Result struct {
 	Outcome string   `json:"outcome"`
 	Changes []Change `json:"changes"`
-	// Probes counts the engine runs; Exhausted is set when MaxProbes cut
-	// a search short (some kinds may be missing).
+	// Probes counts the engine runs the search needed, as if made one
+	// after another (see first); Exhausted is set when MaxProbes cut a
+	// search short (some kinds may be missing).
 	Probes    int  `json:"probes"`
 	Exhausted bool `json:"exhausted,omitempty"`
 }
 
 // Search finds the changes that admit the workload key at now, on copies
-// of the state build returns.
+// of the state build returns. build may be called on several goroutines
+// at once.
 func Search(build func() (*history.State, error), key string, now time.Time) (Result, error) {
 	s := &search{build: build, key: key, now: now}
 	base, err := build()
@@ -215,6 +219,11 @@ func (s *search) try(change func(*history.State) error) (probe, error) {
 		return probe{}, errBudget
 	}
 	s.probes++
+	return s.run(change)
+}
+
+// run is one probe, uncounted; it may run on several goroutines at once.
+func (s *search) run(change func(*history.State) error) (probe, error) {
 	st, err := s.build()
 	if err != nil {
 		return probe{}, err
@@ -629,41 +638,106 @@ func (s *search) finish() []Change {
 	if len(cands) > maxFinishCandidates {
 		cands = cands[:maxFinishCandidates]
 	}
+	// The trials: the n largest holders finishing, for each n whose sum
+	// can free the shortfall.
+	var trials [][]string
 	var sum int64
 	for n := 1; n <= len(cands); n++ {
 		sum = quota.SatAdd(sum, cands[n-1].held)
 		if known && sum < short {
 			continue // cannot free enough: no probe
 		}
-		set := map[string]bool{}
-		var keys []string
-		for _, cd := range cands[:n] {
-			set[cd.key] = true
-			keys = append(keys, cd.key)
+		keys := make([]string, n)
+		for i, cd := range cands[:n] {
+			keys[i] = cd.key
 		}
-		p, err := s.try(func(st *history.State) error {
-			for _, k := range keys {
+		trials = append(trials, keys)
+	}
+	i, p, err := s.first(len(trials), func(i int) func(*history.State) error {
+		return func(st *history.State) error {
+			for _, k := range trials[i] {
 				if err := st.Engine.Finish(k, s.now); err != nil {
 					return err
 				}
 			}
 			return nil
-		})
-		if err != nil {
-			return nil
 		}
-		if !p.admitted {
-			continue
-		}
-		ch := Change{Kind: KindFinish, ClusterQueue: s.cq, Cohort: cohortName(me)}
-		for _, k := range keys {
-			ch.Workloads = append(ch.Workloads, ref(k))
-		}
-		s.effects(&ch, p, set)
-		return []Change{ch}
+	})
+	if err != nil || i < 0 {
+		return nil
 	}
-	return nil
+	keys := trials[i]
+	set := map[string]bool{}
+	ch := Change{Kind: KindFinish, ClusterQueue: s.cq, Cohort: cohortName(me)}
+	for _, k := range keys {
+		set[k] = true
+		ch.Workloads = append(ch.Workloads, ref(k))
+	}
+	s.effects(&ch, p, set)
+	return []Change{ch}
 }
+
+// first runs the probes change(0), change(1), … and returns the first
+// that admits the workload, as trying them one after another would: the
+// same index (-1 for none), the same error (the first probe in order
+// that failed before any admitted), and the same count of probes and
+// budget spent. The probes are independent copies, so they run
+// probeWorkers at a time, in order; a probe past the first that admits
+// may have started, and is not counted.
+func (s *search) first(n int, change func(int) func(*history.State) error) (int, probe, error) {
+	budget := MaxProbes - s.probes
+	over := n > budget
+	n = min(n, max(budget, 0))
+	type outcome struct {
+		p   probe
+		err error
+		ok  bool
+	}
+	out := make([]outcome, n)
+	var mu sync.Mutex
+	found := n // the least index that admitted or failed
+	next := 0
+	var wg sync.WaitGroup
+	for range min(probeWorkers, n) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				if i >= found {
+					mu.Unlock()
+					return
+				}
+				next++
+				mu.Unlock()
+				p, err := s.run(change(i))
+				mu.Lock()
+				out[i] = outcome{p: p, err: err, ok: true}
+				if (err != nil || p.admitted) && i < found {
+					found = i
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if found < n {
+		s.probes += found + 1
+		o := out[found]
+		if o.err != nil {
+			return -1, probe{}, o.err
+		}
+		return found, o.p, nil
+	}
+	s.probes += n
+	if over {
+		s.exhausted = true
+		return -1, probe{}, errBudget
+	}
+	return -1, probe{}, nil
+}
+
+// probeWorkers is how many probes of one search run at once.
+var probeWorkers = max(1, min(runtime.GOMAXPROCS(0), 4))
 
 func cohortName(cq *scheduler.ClusterQueue) string {
 	if cq.Cohort == nil {

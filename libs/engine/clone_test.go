@@ -483,6 +483,47 @@ func TestCloneRunsBesideItsOriginal(t *testing.T) {
 	}
 }
 
+// TestClonesAtOnce: one engine cloned on several goroutines at once, each
+// copy then driven alike, decide alike. Under the race detector it proves
+// that cloning only reads its source: a counterfactual search takes its
+// probes' copies of one engine concurrently.
+func TestClonesAtOnce(t *testing.T) {
+	for seed := range uint64(3) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		world := strings.ReplaceAll(randomWorld(rng), "  namespaceSelector: {}\n",
+			"  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n")
+		e := New()
+		e.RecordDecisions()
+		apply(t, e, world)
+		for i := range 30 {
+			submit(t, e, randomWorkload(rng, fmt.Sprintf("w%d", i), strings.Count(world, "kind: LocalQueue")))
+		}
+		e.RunToQuiescence(t0)
+		for i := range 10 {
+			submit(t, e, randomWorkload(rng, fmt.Sprintf("x%d", i), strings.Count(world, "kind: LocalQueue")))
+		}
+		ops := randomCloneOps(t, rng, world, sortedKeys(e.Workloads()), 40, "a")
+		const copies = 4
+		var traces [copies][]string
+		var wg sync.WaitGroup
+		for i := range copies {
+			wg.Go(func() {
+				c := e.Clone()
+				for j, op := range ops {
+					op.do(c, t0.Add(time.Duration(j+1)*40*time.Second))
+					traces[i] = append(traces[i], cloneTrace(t, c))
+				}
+			})
+		}
+		wg.Wait()
+		for i := 1; i < copies; i++ {
+			if d := cmp.Diff(traces[0], traces[i]); d != "" {
+				t.Fatalf("seed %d: copy %d decided otherwise than copy 0 (-0 +%d):\n%s", seed, i, i, d)
+			}
+		}
+	}
+}
+
 // TestClonePanicsWhileACycleWaits: the scheduler's walk of a cycle
 // waiting for PodsReady is not the engine's to copy.
 func TestClonePanicsWhileACycleWaits(t *testing.T) {

@@ -2,7 +2,6 @@ package eta
 
 import (
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/history"
@@ -49,16 +48,13 @@ func (r *Replica) State() *history.State { return r.st }
 // The function may be called from several goroutines.
 func (r *Replica) Builder() (func() (*history.State, error), error) {
 	base := r.st.Engine.Clone()
-	// Cloning fills a cache of the engine it reads (the queues' names):
-	// two calls must not clone base at once.
-	var mu sync.Mutex
+	// Cloning only reads base: the copies may be taken at once, as a
+	// counterfactual search takes its probes' (TestClonesAtOnce).
 	st := *r.st
 	st.ClusterQueues, st.Flavors, st.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
 	st.Reasons, st.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
 	return func() (*history.State, error) {
-		mu.Lock()
 		eng := base.Clone()
-		mu.Unlock()
 		c := st
 		c.Engine = eng
 		c.ClusterQueues, c.Flavors, c.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
