@@ -54,9 +54,11 @@ fuzz:
 	cd cmd/jqctl && $(GO) test -run='^$$' -fuzz='^FuzzScoreVector$$' -fuzztime=$(FUZZTIME) .
 
 ## bench: the benchmarks; ./sim runs the 20k-workload load of bench-vs-kueue
-## on the core alone and prints its CPU time (cpu-s/op).
+## on the core alone and prints its CPU time (cpu-s/op); then
+## bench-vs-kueue, the ratio to Kueue's own scheduler.
 bench:
 	cd libs && $(GO) test -run='^$$' -bench=. -benchmem ./engine ./scheduler ./store ./scoring ./sim
+	$(MAKE) bench-vs-kueue
 
 ## bench-vs-kueue: jqctl simulate against Kueue v0.6.3's scheduler (the
 ## difftest oracle) on big-scenario.py's 20,000 workloads in 3 waves, without
