@@ -441,6 +441,28 @@ func TestCloneDecidesAsARestore(t *testing.T) {
 	t.Logf("%d sources compared with a restore, %d with their original", restores, originals)
 }
 
+// preemptingSource is an engine of a random world whose queues preempt,
+// with 30 workloads run to quiescence and 10 more no cycle tried yet (the
+// first attempts of an engine and its copies fill the caches of their
+// podSets), and n random operations to drive copies of it with.
+func preemptingSource(t *testing.T, seed, stream uint64, n int) (*Engine, []cloneOp) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, stream))
+	world := strings.ReplaceAll(randomWorld(rng), "  namespaceSelector: {}\n",
+		"  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n")
+	e := New()
+	e.RecordDecisions()
+	apply(t, e, world)
+	for i := range 30 {
+		submit(t, e, randomWorkload(rng, fmt.Sprintf("w%d", i), strings.Count(world, "kind: LocalQueue")))
+	}
+	e.RunToQuiescence(t0)
+	for i := range 10 {
+		submit(t, e, randomWorkload(rng, fmt.Sprintf("x%d", i), strings.Count(world, "kind: LocalQueue")))
+	}
+	return e, randomCloneOps(t, rng, world, sortedKeys(e.Workloads()), n, "a")
+}
+
 // TestCloneRunsBesideItsOriginal: an engine and its clone, driven at once
 // on two goroutines, decide alike. Under the race detector (go test
 // -race), it also proves that they write nothing they share: the caches
@@ -448,22 +470,7 @@ func TestCloneDecidesAsARestore(t *testing.T) {
 // included, which preemption fills.
 func TestCloneRunsBesideItsOriginal(t *testing.T) {
 	for seed := range uint64(4) {
-		rng := rand.New(rand.NewPCG(seed, 7))
-		world := strings.ReplaceAll(randomWorld(rng), "  namespaceSelector: {}\n",
-			"  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n")
-		e := New()
-		e.RecordDecisions()
-		apply(t, e, world)
-		for i := range 30 {
-			submit(t, e, randomWorkload(rng, fmt.Sprintf("w%d", i), strings.Count(world, "kind: LocalQueue")))
-		}
-		e.RunToQuiescence(t0)
-		// Workloads no cycle tried yet: both engines' first attempts fill
-		// the caches of their podSets.
-		for i := range 10 {
-			submit(t, e, randomWorkload(rng, fmt.Sprintf("x%d", i), strings.Count(world, "kind: LocalQueue")))
-		}
-		ops := randomCloneOps(t, rng, world, sortedKeys(e.Workloads()), 60, "a")
+		e, ops := preemptingSource(t, seed, 7, 60)
 		c := e.Clone()
 		var traces [2][]string
 		var wg sync.WaitGroup
@@ -489,20 +496,7 @@ func TestCloneRunsBesideItsOriginal(t *testing.T) {
 // probes' copies of one engine concurrently.
 func TestClonesAtOnce(t *testing.T) {
 	for seed := range uint64(3) {
-		rng := rand.New(rand.NewPCG(seed, 11))
-		world := strings.ReplaceAll(randomWorld(rng), "  namespaceSelector: {}\n",
-			"  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n")
-		e := New()
-		e.RecordDecisions()
-		apply(t, e, world)
-		for i := range 30 {
-			submit(t, e, randomWorkload(rng, fmt.Sprintf("w%d", i), strings.Count(world, "kind: LocalQueue")))
-		}
-		e.RunToQuiescence(t0)
-		for i := range 10 {
-			submit(t, e, randomWorkload(rng, fmt.Sprintf("x%d", i), strings.Count(world, "kind: LocalQueue")))
-		}
-		ops := randomCloneOps(t, rng, world, sortedKeys(e.Workloads()), 40, "a")
+		e, ops := preemptingSource(t, seed, 11, 40)
 		const copies = 4
 		var traces [copies][]string
 		var wg sync.WaitGroup
