@@ -157,11 +157,18 @@ type Result struct {
 // of the state build returns. build may be called on several goroutines
 // at once.
 func Search(build func() (*history.State, error), key string, now time.Time) (Result, error) {
-	s := &search{build: build, key: key, now: now}
 	base, err := build()
 	if err != nil {
 		return Result{}, err
 	}
+	return SearchFrom(base, build, key, now)
+}
+
+// SearchFrom is Search with its first copy given: base must be a copy
+// build could have made, and becomes the search's (it runs base's
+// engine). A caller that has just read such a copy saves making one more.
+func SearchFrom(base *history.State, build func() (*history.State, error), key string, now time.Time) (Result, error) {
+	s := &search{build: build, key: key, now: now}
 	w := base.Engine.Workload(key)
 	if w == nil {
 		return Result{}, fmt.Errorf("workload %s: %w", key, engine.ErrNotFound)

@@ -294,7 +294,15 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	if now.IsZero() {
 		now = s.cfg.Now().UTC()
 	}
-	res, err := counterfactual.Search(build, key, now)
+	var res counterfactual.Result
+	if at.IsZero() {
+		// st is a copy of the replica's build made, read by now: the
+		// search's own first copy.
+		res, err = counterfactual.SearchFrom(st, build, key, now)
+	} else {
+		// st is the whole log folded, the probes fold its compaction.
+		res, err = counterfactual.Search(build, key, now)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
