@@ -231,16 +231,19 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		_ = msg.Term()
 		return nil
 	}
-	ev, err := bus.Decode(msg)
-	if err != nil {
-		// A malformed event never gets better: stop its redelivery. The
-		// follower, which reads every event, has already skipped it by the
-		// services' rule and counted it.
-		_ = msg.TermWithReason(err.Error())
-		return nil
-	}
-	if ev.Type == events.QuotaReserved {
-		err := replay.Guard(func() error { return s.place(ctx, meta.Sequence.Stream, ev) })
+	// Only admissions are placed: the other events (a submission carries
+	// its whole workload) are acknowledged by their ce-type header, unread.
+	// The follower reads them all.
+	if events.Type(msg.Headers().Get(events.HeaderType)) == events.QuotaReserved {
+		ev, err := bus.Decode(msg)
+		if err != nil {
+			// A malformed event never gets better: stop its redelivery.
+			// The follower, which reads every event, has already skipped
+			// it by the services' rule and counted it.
+			_ = msg.TermWithReason(err.Error())
+			return nil
+		}
+		err = replay.Guard(func() error { return s.place(ctx, meta.Sequence.Stream, ev) })
 		if errors.Is(err, replay.ErrPanicked) {
 			// Placing it will panic again on every redelivery.
 			s.rt.Skip(meta.Sequence.Stream, string(ev.Type), err)
