@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,6 +66,11 @@ func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record,
 // order, to each until it returns false, within replayTimeout. An event
 // that does not decode is handed over as a placeholder, skipped by every
 // decider, so that the sequence stays whole (see history.Fold).
+//
+// The events are read and decoded on a goroutine of their own, a batch
+// ahead of each: over a long log (the ETA replica's first catch-up, a
+// point in time) decoding is about as much work as folding, and the two
+// go on side by side.
 func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(history.Record) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, replayTimeout)
 	defer cancel()
@@ -77,6 +83,31 @@ func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(histo
 		return fmt.Errorf("read %s: %w", events.Stream, err)
 	}
 	defer cons.Close()
+	batches := make(chan []history.Record, 2)
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(batches)
+		readErr = decodeLog(ctx, cons, last, batches)
+	})
+	// The reader is done (and the consumer free to close) before this
+	// returns, whichever way it returns.
+	defer wg.Wait()
+	for recs := range batches {
+		for _, rec := range recs {
+			if !each(rec) {
+				cancel()
+				return nil
+			}
+		}
+	}
+	wg.Wait()
+	return readErr
+}
+
+// decodeLog reads the events up to last from cons and sends them, decoded,
+// a batch at a time; it ends after last, or the last event there is.
+func decodeLog(ctx context.Context, cons *bus.Reader, last uint64, out chan<- []history.Record) error {
 	var prev time.Time
 	for {
 		msgs, err := bus.Batch(ctx, cons, 1000, time.Second)
@@ -89,6 +120,8 @@ func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(histo
 			}
 			continue
 		}
+		recs := make([]history.Record, 0, len(msgs))
+		done := false
 		for _, m := range msgs {
 			meta, err := m.Metadata()
 			if err != nil {
@@ -96,16 +129,27 @@ func (s *Server) scanLog(ctx context.Context, from, last uint64, each func(histo
 			}
 			seq := meta.Sequence.Stream
 			if seq > last {
-				return nil
+				done = true
+				break
 			}
 			ev, err := bus.Decode(m)
 			if err != nil {
 				ev = events.Event{ID: "undecodable", Time: prev}
 			}
 			prev = ev.Time
-			if !each(history.Record{Seq: seq, Event: ev}) || seq >= last || meta.NumPending == 0 {
-				return nil
+			recs = append(recs, history.Record{Seq: seq, Event: ev})
+			if seq >= last || meta.NumPending == 0 {
+				done = true
+				break
 			}
+		}
+		select {
+		case out <- recs:
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: %w", events.Stream, ctx.Err())
+		}
+		if done {
+			return nil
 		}
 	}
 }
