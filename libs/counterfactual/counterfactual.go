@@ -183,6 +183,7 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 		return Result{Outcome: AdmittedAsIs, Changes: []Change{}, Probes: 1}, nil
 	}
 	s.base = base
+	s.fast = s.trimmed()
 	s.admitted = admittedSet(base.Engine)
 	s.wl = base.Engine.Workload(key)
 	s.cq = s.wl.Info.ClusterQueue
@@ -198,7 +199,9 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 }
 
 type search struct {
-	build     func() (*history.State, error)
+	build func() (*history.State, error)
+	// fast makes the copies of every probe but Quota's (see trimmed).
+	fast      func() (*history.State, error)
 	key       string
 	now       time.Time
 	base      *history.State
@@ -220,18 +223,29 @@ type probe struct {
 var errBudget = errors.New("probe budget spent")
 
 // try builds a fresh state, applies change and runs it to quiescence.
+// Its copies are trimmed (see trimmed): every change but a raised
+// nominalQuota goes through try.
 func (s *search) try(change func(*history.State) error) (probe, error) {
+	return s.tryOn(s.fast, change)
+}
+
+// tryFull is try on whole copies, for the changes Trim does not allow.
+func (s *search) tryFull(change func(*history.State) error) (probe, error) {
+	return s.tryOn(s.build, change)
+}
+
+func (s *search) tryOn(build func() (*history.State, error), change func(*history.State) error) (probe, error) {
 	if s.probes >= MaxProbes {
 		s.exhausted = true
 		return probe{}, errBudget
 	}
 	s.probes++
-	return s.run(change)
+	return s.run(build, change)
 }
 
 // run is one probe, uncounted; it may run on several goroutines at once.
-func (s *search) run(change func(*history.State) error) (probe, error) {
-	st, err := s.build()
+func (s *search) run(build func() (*history.State, error), change func(*history.State) error) (probe, error) {
+	st, err := build()
 	if err != nil {
 		return probe{}, err
 	}
@@ -247,6 +261,37 @@ func (s *search) run(change func(*history.State) error) (probe, error) {
 		p.reason = w.Reason
 	}
 	return p, nil
+}
+
+// trimmed returns a builder of copies of one fresh state with what no
+// run can reach left out (engine.Trim: behind a long StrictFIFO backlog,
+// nearly all of it), which decide every change of the search as whole
+// copies would, but a raised nominalQuota. A copy of 100,000 workloads is
+// most of a probe; of what a run can reach, a few hundred.
+func (s *search) trimmed() func() (*history.State, error) {
+	if !trimProbes {
+		return s.build
+	}
+	st, err := s.build()
+	if err != nil {
+		return s.build
+	}
+	if st.Engine.Trim(s.key, s.now) > 0 {
+		return func() (*history.State, error) { return st.With(st.Engine.Clone()), nil }
+	}
+	// Nothing to leave out: the copy made is the first probe's.
+	var mu sync.Mutex
+	spare := st
+	return func() (*history.State, error) {
+		mu.Lock()
+		c := spare
+		spare = nil
+		mu.Unlock()
+		if c != nil {
+			return c, nil
+		}
+		return s.build()
+	}
 }
 
 // effects fills what a verified change displaces and admits besides.
@@ -445,7 +490,7 @@ func (s *search) quota() []Change {
 		if !ok {
 			return nil
 		}
-		p, err := s.try(s.applySpecs(mod))
+		p, err := s.tryFull(s.applySpecs(mod))
 		if err != nil {
 			return nil
 		}
@@ -471,7 +516,7 @@ func (s *search) quota() []Change {
 			if !ok {
 				return false, nil
 			}
-			p, err := s.try(s.applySpecs(mod))
+			p, err := s.tryFull(s.applySpecs(mod))
 			if err == nil && p.admitted {
 				last = p
 			}
@@ -483,7 +528,7 @@ func (s *search) quota() []Change {
 		extra[k] = v
 	}
 	mod, _ := s.withExtra(spec, extra, nominal)
-	p, err := s.try(s.applySpecs(mod))
+	p, err := s.tryFull(s.applySpecs(mod))
 	if err != nil || !p.admitted {
 		return nil
 	}
@@ -716,7 +761,7 @@ func (s *search) first(n int, change func(int) func(*history.State) error) (int,
 				}
 				next++
 				mu.Unlock()
-				p, err := s.run(change(i))
+				p, err := s.run(s.fast, change(i))
 				mu.Lock()
 				out[i] = outcome{p: p, err: err, ok: true}
 				if (err != nil || p.admitted) && i < found {
@@ -742,6 +787,9 @@ func (s *search) first(n int, change func(int) func(*history.State) error) (int,
 	}
 	return -1, probe{}, nil
 }
+
+// trimProbes lets a test search on whole copies (TestTrimmedSearchAsWhole).
+var trimProbes = true
 
 // probeWorkers is how many probes of one search run at once.
 var probeWorkers = max(1, min(runtime.GOMAXPROCS(0), 4))

@@ -50,17 +50,8 @@ func (r *Replica) Builder() (func() (*history.State, error), error) {
 	base := r.st.Engine.Clone()
 	// Cloning only reads base: the copies may be taken at once, as a
 	// counterfactual search takes its probes' (TestClonesAtOnce).
-	st := *r.st
-	st.ClusterQueues, st.Flavors, st.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
-	st.Reasons, st.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
-	return func() (*history.State, error) {
-		eng := base.Clone()
-		c := st
-		c.Engine = eng
-		c.ClusterQueues, c.Flavors, c.LocalQueues = maps.Clone(st.ClusterQueues), maps.Clone(st.Flavors), maps.Clone(st.LocalQueues)
-		c.Reasons, c.Kept = maps.Clone(st.Reasons), maps.Clone(st.Kept)
-		return &c, nil
-	}, nil
+	st := r.st.With(base)
+	return func() (*history.State, error) { return st.With(base.Clone()), nil }, nil
 }
 
 // Estimates runs the core forward from now on a copy of the state.

@@ -16,6 +16,7 @@ package history
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/api"
@@ -54,6 +55,16 @@ type State struct {
 	// Kueue releases a finished workload's quota but leaves its
 	// status.admission, and the projection shows it (libs/store).
 	Kept map[string]*scheduler.Admission
+}
+
+// With is a copy of s with eng as its engine: its maps are its own, the
+// objects in them shared (a change replaces an object, never edits it).
+func (s *State) With(eng *engine.Engine) *State {
+	c := *s
+	c.Engine = eng
+	c.ClusterQueues, c.Flavors, c.LocalQueues = maps.Clone(s.ClusterQueues), maps.Clone(s.Flavors), maps.Clone(s.LocalQueues)
+	c.Reasons, c.Kept = maps.Clone(s.Reasons), maps.Clone(s.Kept)
+	return &c
 }
 
 // LoggedReason is a workload's last recorded reason.

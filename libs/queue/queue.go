@@ -445,3 +445,31 @@ func (m *Manager) sortedNames() []string {
 	}
 	return m.names
 }
+
+// Queued is one pending workload of a queue, in the heap or parked.
+type Queued struct {
+	*Entry
+	Parked bool
+}
+
+// Ordered returns the queue's pending workloads, heap and parked, in
+// queue order (Less). The entries are the queue's own: read only.
+func (c *ClusterQueue) Ordered() []Queued {
+	out := make([]Queued, 0, c.Len())
+	for i := range c.heap.items {
+		out = append(out, Queued{Entry: c.heap.items[i].entry})
+	}
+	for _, e := range c.parked {
+		out = append(out, Queued{Entry: e, Parked: true})
+	}
+	slices.SortFunc(out, func(a, b Queued) int {
+		if Less(a.Workload, b.Workload) {
+			return -1
+		}
+		if Less(b.Workload, a.Workload) {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
