@@ -165,8 +165,8 @@ func Search(build func() (*history.State, error), key string, now time.Time) (Re
 }
 
 // SearchFrom is Search with its first copy given: base must be a copy
-// build could have made, and becomes the search's (it runs base's
-// engine). A caller that has just read such a copy saves making one more.
+// build could have made, not run since, and becomes the search's (it runs
+// base's engine). A caller that has just read such a copy saves making one more.
 func SearchFrom(base *history.State, build func() (*history.State, error), key string, now time.Time) (Result, error) {
 	s := &search{build: build, key: key, now: now}
 	w := base.Engine.Workload(key)
@@ -176,6 +176,7 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 	if w.Status != engine.Pending {
 		return Result{Outcome: NotPending, Changes: []Change{}}, nil
 	}
+	s.fast = s.trimmed(base)
 	base.Engine.RunToQuiescence(now)
 	base.Engine.DrainEvictions()
 	s.probes = 1
@@ -183,7 +184,6 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 		return Result{Outcome: AdmittedAsIs, Changes: []Change{}, Probes: 1}, nil
 	}
 	s.base = base
-	s.fast = s.trimmed()
 	s.admitted = admittedSet(base.Engine)
 	s.wl = base.Engine.Workload(key)
 	s.cq = s.wl.Info.ClusterQueue
@@ -263,35 +263,22 @@ func (s *search) run(build func() (*history.State, error), change func(*history.
 	return p, nil
 }
 
-// trimmed returns a builder of copies of one fresh state with what no
-// run can reach left out (engine.Trim: behind a long StrictFIFO backlog,
-// nearly all of it), which decide every change of the search as whole
-// copies would, but a raised nominalQuota. A copy of 100,000 workloads is
-// most of a probe; of what a run can reach, a few hundred.
-func (s *search) trimmed() func() (*history.State, error) {
+// trimmed returns a builder of copies of base, which no run has changed
+// yet, with what no run can reach left out (engine.Unreachable: behind a
+// long StrictFIFO backlog, nearly all of it). They decide every change of
+// the search as whole copies would, but a raised nominalQuota. A copy of
+// 100,000 workloads is most of a probe; of what a run can reach, a few
+// hundred.
+func (s *search) trimmed(base *history.State) func() (*history.State, error) {
 	if !trimProbes {
 		return s.build
 	}
-	st, err := s.build()
-	if err != nil {
+	drop := base.Engine.Unreachable(s.key, s.now)
+	if len(drop) == 0 {
 		return s.build
 	}
-	if st.Engine.Trim(s.key, s.now) > 0 {
-		return func() (*history.State, error) { return st.With(st.Engine.Clone()), nil }
-	}
-	// Nothing to leave out: the copy made is the first probe's.
-	var mu sync.Mutex
-	spare := st
-	return func() (*history.State, error) {
-		mu.Lock()
-		c := spare
-		spare = nil
-		mu.Unlock()
-		if c != nil {
-			return c, nil
-		}
-		return s.build()
-	}
+	st := base.With(base.Engine.CloneWithout(drop))
+	return func() (*history.State, error) { return st.With(st.Engine.Clone()), nil }
 }
 
 // effects fills what a verified change displaces and admits besides.

@@ -52,7 +52,11 @@ import (
 // A cycle waiting for PodsReady (blockAdmission) cannot be copied, as
 // the scheduler's walk state is its own: Clone panics then. EncodeSnapshot
 // refuses that moment too; a replay of the log never runs a cycle.
-func (e *Engine) Clone() *Engine {
+func (e *Engine) Clone() *Engine { return e.clone(nil) }
+
+// clone is Clone leaving out the pending workloads drop names (see
+// CloneWithout).
+func (e *Engine) clone(drop map[string]bool) *Engine {
 	if e.pass != nil {
 		panic("engine: Clone while a cycle waits for PodsReady")
 	}
@@ -101,6 +105,10 @@ func (e *Engine) Clone() *Engine {
 			generation: st.generation}
 	}
 	for key, w := range e.workloads {
+		if drop[key] && w.Status == Pending {
+			k.left(w)
+			continue
+		}
 		cw := k.copy(w)
 		c.workloads[key] = cw
 		k.of[w.Info] = cw
@@ -123,6 +131,12 @@ func (e *Engine) Clone() *Engine {
 	c.triedHashed = make(map[string]map[string]*Workload, len(e.triedHashed))
 	for g, m := range e.triedHashed {
 		c.triedHashed[g] = k.index(m)
+	}
+	if k.dropped != nil {
+		// The shares of the workloads left out are in the kept sum: the
+		// copy's first run hashes afresh.
+		c.fpValid = false
+		c.settled = false
 	}
 	if c.fpValid {
 		c.fpTouched = make([]*Workload, len(e.fpTouched))
@@ -150,6 +164,8 @@ type cloner struct {
 	// an expired backoff pushed, see ApplyRequeue).
 	gone  map[*Workload]*Workload
 	views map[*scheduler.Workload]*scheduler.Workload
+	// dropped are the views of the workloads the copy leaves out.
+	dropped map[*scheduler.Workload]bool
 	// workloads, infos and podSets are the slabs copies are made in.
 	workloads []Workload
 	infos     []scheduler.Workload
@@ -218,6 +234,14 @@ func copyView(v *scheduler.Workload) *scheduler.Workload {
 	return &c
 }
 
+// left notes a workload the copy leaves out: its view is no entry's.
+func (k *cloner) left(w *Workload) {
+	if k.dropped == nil {
+		k.dropped = map[*scheduler.Workload]bool{}
+	}
+	k.dropped[w.Info] = true
+}
+
 // workload is w's copy.
 func (k *cloner) workload(w *Workload) *Workload {
 	if c := k.of[w.Info]; c != nil {
@@ -236,6 +260,9 @@ func (k *cloner) workload(w *Workload) *Workload {
 
 // view is v's copy.
 func (k *cloner) view(v *scheduler.Workload) *scheduler.Workload {
+	if k.dropped[v] {
+		return nil
+	}
 	if c := k.of[v]; c != nil {
 		return c.Info
 	}
@@ -250,11 +277,13 @@ func (k *cloner) view(v *scheduler.Workload) *scheduler.Workload {
 	return c
 }
 
-// index copies a map of workloads by key.
+// index copies a map of workloads by key, but for those left out.
 func (k *cloner) index(m map[string]*Workload) map[string]*Workload {
 	out := make(map[string]*Workload, len(m))
 	for key, w := range m {
-		out[key] = k.workload(w)
+		if !k.dropped[w.Info] {
+			out[key] = k.workload(w)
+		}
 	}
 	return out
 }

@@ -65,8 +65,12 @@ func TestTrimDecidesAsTheWhole(t *testing.T) {
 		}
 		keep := pending[rng.IntN(len(pending))]
 		change := trimChange(t, rng, e, keep, admitted, now)
-		whole, trimmed := e.Clone(), e.Clone()
-		n := trimmed.Trim(keep, now)
+		drop := e.Unreachable(keep, now)
+		whole, trimmed := e.Clone(), e.CloneWithout(drop)
+		n := len(drop)
+		if left := len(whole.Workloads()) - len(trimmed.Workloads()); left != n {
+			t.Fatalf("seed %d: %d unreachable, the copy has %d fewer workloads", seed, n, left)
+		}
 		if n > 0 && seed%3 == 0 {
 			preemptingTrimmed++
 		}

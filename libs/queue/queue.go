@@ -362,6 +362,14 @@ func (h *entryHeap) down(i0, n int) bool {
 	return i > i0
 }
 
+// heapify restores the heap order over all items (container/heap.Init).
+func (h *entryHeap) heapify() {
+	n := len(h.items)
+	for i := n/2 - 1; i >= 0; i-- {
+		h.down(i, n)
+	}
+}
+
 func (h *entryHeap) fix(i int) {
 	if !h.down(i, len(h.items)) {
 		h.up(i)

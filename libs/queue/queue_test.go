@@ -220,3 +220,53 @@ func TestCloneDrainsAsItsOriginal(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneLeavesOutWhatViewRefuses: entries whose view is nil are not in
+// the copy, which pops the rest in the original's order.
+func TestCloneLeavesOutWhatViewRefuses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 0))
+	m := NewManager()
+	m.Queue("cq").Active = true
+	for i := range 500 {
+		m.Push(&Entry{Workload: wl(fmt.Sprint("a/w", i), int32(rng.IntN(4)), rng.IntN(80))}, true, t0)
+	}
+	for i := range 50 {
+		m.Park(&Entry{Workload: wl(fmt.Sprint("a/p", i), 0, i)})
+	}
+	out := map[string]bool{}
+	c := m.Clone(func(v *scheduler.Workload) *scheduler.Workload {
+		if rng.IntN(3) == 0 {
+			out[v.Key] = true
+			return nil
+		}
+		return v
+	})
+	var want, got []string
+	for {
+		heads := m.Heads()
+		if len(heads) == 0 {
+			break
+		}
+		if k := heads[0].Key; !out[k] {
+			want = append(want, k)
+		}
+	}
+	for {
+		heads := c.Heads()
+		if len(heads) == 0 {
+			break
+		}
+		got = append(got, heads[0].Key)
+	}
+	if len(got) == 500 || len(out) == 0 {
+		t.Fatalf("nothing left out")
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("the copy pops otherwise than the original less what was left out (-want +got):\n%s", d)
+	}
+	for k := range c.Queue("cq").parked {
+		if out[k] {
+			t.Errorf("parked %s was left out and is in the copy", k)
+		}
+	}
+}

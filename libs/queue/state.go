@@ -110,23 +110,34 @@ func byKey(a, b *Entry) int {
 
 // Clone copies the manager: its queues with their settings and counters,
 // and entries of their own (an entry records its place in its heap),
-// each holding view of its workload. The heaps keep their layout, so a
-// copy is neither sorted nor sifted, and the manager is only read.
+// each holding view of its workload; an entry whose view is nil is left
+// out. The heaps keep their layout, so a copy is neither sorted nor
+// sifted, unless entries were left out of it (then it is heapified
+// afresh), and the manager is only read.
 func (m *Manager) Clone(view func(*scheduler.Workload) *scheduler.Workload) *Manager {
 	c := &Manager{queues: make(map[string]*ClusterQueue, len(m.queues)), names: slices.Clone(m.names),
 		unparked: slices.Clone(m.unparked)}
 	for name, q := range m.queues {
 		cq := *q
-		cq.heap = entryHeap{items: make([]heapItem, len(q.heap.items)), index: make(map[string]*Entry, len(q.heap.items))}
-		for i, it := range q.heap.items {
-			e := &Entry{Workload: view(it.entry.Workload), NotBefore: it.entry.NotBefore, pos: i}
+		cq.heap = entryHeap{items: make([]heapItem, 0, len(q.heap.items)), index: make(map[string]*Entry, len(q.heap.items))}
+		for _, it := range q.heap.items {
+			v := view(it.entry.Workload)
+			if v == nil {
+				continue
+			}
+			e := &Entry{Workload: v, NotBefore: it.entry.NotBefore, pos: len(cq.heap.items)}
 			it.entry = e
-			cq.heap.items[i] = it
+			cq.heap.items = append(cq.heap.items, it)
 			cq.heap.index[e.Workload.Key] = e
+		}
+		if len(cq.heap.items) < len(q.heap.items) {
+			cq.heap.heapify()
 		}
 		cq.parked = make(map[string]*Entry, len(q.parked))
 		for key, e := range q.parked {
-			cq.parked[key] = &Entry{Workload: view(e.Workload), NotBefore: e.NotBefore}
+			if v := view(e.Workload); v != nil {
+				cq.parked[key] = &Entry{Workload: v, NotBefore: e.NotBefore}
+			}
 		}
 		c.queues[name] = &cq
 	}
