@@ -104,7 +104,14 @@ func (l *Learner) Observe(ev events.Event) {
 	}
 	switch x := ev.Data.(type) {
 	case *events.WorkloadSubmittedData:
-		var wl api.Workload
+		// Only the class is read: decoding the whole workload again (the
+		// fold has) was a third of a replica's catching up with a log.
+		var wl struct {
+			Spec struct {
+				QueueName         string `json:"queueName"`
+				PriorityClassName string `json:"priorityClassName"`
+			} `json:"spec"`
+		}
 		if json.Unmarshal(x.Workload, &wl) == nil {
 			l.class[replay.Key(x.WorkloadRef)] = Class{LocalQueue: api.NamespacedName(x.Namespace, wl.Spec.QueueName),
 				PriorityClass: wl.Spec.PriorityClassName}
