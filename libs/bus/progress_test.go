@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -100,5 +101,59 @@ func TestAFailedPutIsReported(t *testing.T) {
 	// The put's own error, not Flush giving up on the context's deadline.
 	if err := p.Flush(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Flush after a failed put: %v, want the put's error", err)
+	}
+}
+
+// TestMarksAreAllReadWhileTheyMove: every consumer's mark is read while
+// the consumers report as fast as they can. (Listing the bucket's keys
+// with a watcher missed a key whose value changed during the listing: the
+// ingest gate then took admission for 50,000 events behind and refused
+// submissions, and retention's gate could pass over a consumer.)
+func TestMarksAreAllReadWhileTheyMove(t *testing.T) {
+	ctx, js, _ := setup(t)
+	names := []string{"admission", "admission-1", "podsready", "preemptor"}
+	kv, err := progressBucket(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, err := kv.Put(ctx, n, []byte(`{"seq":0}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for seq := 1; ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, n := range names {
+				if _, err := kv.Put(ctx, n, []byte(fmt.Sprintf(`{"seq":%d}`, seq))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	missed := 0
+	for range 200 {
+		marks, err := ReadMarks(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if _, ok := marks[n]; !ok {
+				missed++
+			}
+		}
+	}
+	close(stop)
+	<-done
+	if missed > 0 {
+		t.Fatalf("%d marks missing from 200 readings of 4 consumers", missed)
 	}
 }
