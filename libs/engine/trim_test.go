@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/jetqueue/jetqueue/libs/api"
 )
 
 // TestTrimDecidesAsTheWhole: random worlds, a third of them with queues
@@ -175,8 +174,6 @@ func trimChange(t *testing.T, rng *rand.Rand, e *Engine, keep string, admitted [
 		}}
 	}
 }
-
-var _ = api.StrictFIFO
 
 func decisionsText(ds []Decision) string {
 	var b strings.Builder
