@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-
 )
 
 // TestTrimDecidesAsTheWhole: random worlds, a third of them with queues
