@@ -181,3 +181,28 @@ func TestShardReleasedValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestDecidedAt(t *testing.T) {
+	for _, c := range []struct {
+		id     string
+		source string
+		at     uint64
+		ok     bool
+	}{
+		{DecisionID("admission", 42, 0), SourceAdmission, 42, true},
+		{DecisionID("admission-3", 7, 12), SourceAdmission, 7, true},
+		{DecisionID("admission", 42, 0), SourceScorer, 0, false},
+		{"scorer/admission/992/1", SourceAdmission, 0, false},
+		{"admission/batch-closed/b1", SourceAdmission, 0, false},
+		{"admission/shard-released/cq/9", SourceAdmission, 0, false},
+		{"admission-x/5/0", SourceAdmission, 0, false},
+		{"admission/0/0", SourceAdmission, 0, false},
+		{"admission/5/x", SourceAdmission, 0, false},
+		{"rec-5", SourceAdmission, 0, false},
+	} {
+		at, ok := DecidedAt(Event{ID: c.id, Source: c.source})
+		if at != c.at || ok != c.ok {
+			t.Errorf("DecidedAt(%q from %s) = %d, %v; want %d, %v", c.id, c.source, at, ok, c.at, c.ok)
+		}
+	}
+}

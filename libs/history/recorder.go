@@ -35,9 +35,13 @@ func NewRecorder() *Recorder {
 }
 
 func (r *Recorder) add(typ events.Type, source, subject string, at time.Time, data any) {
-	r.seq++
 	r.next++
-	r.Log = append(r.Log, Record{Seq: r.seq, Event: events.Event{ID: fmt.Sprintf("rec-%d", r.next), Type: typ,
+	r.addID(fmt.Sprintf("rec-%d", r.next), typ, source, subject, at, data)
+}
+
+func (r *Recorder) addID(id string, typ events.Type, source, subject string, at time.Time, data any) {
+	r.seq++
+	r.Log = append(r.Log, Record{Seq: r.seq, Event: events.Event{ID: id, Type: typ,
 		Source: source, Time: at, Subject: subject, Data: data}})
 }
 
@@ -129,31 +133,37 @@ func (r *Recorder) PodsReady(key string, at time.Time) error {
 	return nil
 }
 
-// Settle runs the engine to quiescence at at and records its decisions.
+// Settle runs the engine to quiescence at at and records its decisions,
+// each named, as admission names its own, by the log position it was
+// decided at (events.DecisionID).
 func (r *Recorder) Settle(at time.Time) {
 	r.Eng.RunToQuiescence(at)
 	r.Admitted = r.Admitted[:0]
-	for _, d := range r.Eng.DrainDecisions() {
+	pos := r.seq
+	for i, d := range r.Eng.DrainDecisions() {
 		ref := split(d.Key)
 		subj := events.WorkloadSubject(ref.Namespace, ref.Name)
+		decided := func(typ events.Type, data any) {
+			r.addID(events.DecisionID("admission", pos, i), typ, events.SourceAdmission, subj, at, data)
+		}
 		switch d.Kind {
 		case engine.DecidedAdmission:
 			r.Admitted = append(r.Admitted, d.Key)
-			r.add(events.QuotaReserved, events.SourceAdmission, subj, at, &events.QuotaReservedData{WorkloadRef: ref, Admission: *d.Admission})
+			decided(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: *d.Admission})
 		case engine.DecidedInadmissible:
-			r.add(events.Inadmissible, events.SourceAdmission, subj, at, &events.InadmissibleData{WorkloadRef: ref, Reason: *d.Reason})
+			decided(events.Inadmissible, &events.InadmissibleData{WorkloadRef: ref, Reason: *d.Reason})
 		case engine.DecidedPreemption:
 			data := &events.PreemptionRequestedData{WorkloadRef: ref, ClusterQueue: r.Eng.Workload(d.Key).Info.ClusterQueue}
 			for _, t := range d.Targets {
 				data.Victims = append(data.Victims, events.Victim{WorkloadRef: split(t.Workload.Key), Kind: t.Kind})
 			}
-			r.add(events.PreemptionRequested, events.SourceAdmission, subj, at, data)
+			decided(events.PreemptionRequested, data)
 			req := r.Log[len(r.Log)-1].Event
 			for _, ev := range replay.Evictions(req, data) {
 				r.add(ev.Type, ev.Source, ev.Subject, at, ev.Data)
 			}
 		case engine.DecidedEviction:
-			r.add(events.Evicted, events.SourceAdmission, subj, at, &events.EvictedData{WorkloadRef: ref, Reason: d.EvictionReason})
+			decided(events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: d.EvictionReason})
 		}
 	}
 	r.Eng.DrainEvictions()

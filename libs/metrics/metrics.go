@@ -79,6 +79,10 @@ type Admission struct {
 	preempted                       *prometheus.CounterVec
 
 	applied prometheus.Counter
+	// refused counts decisions whose fenced publication was refused;
+	// replays the replays of the log a decision in flight forced.
+	refused *prometheus.CounterVec
+	replays prometheus.Counter
 
 	// leading gates Kueue's metrics: every instance follows the log and
 	// counts it, but only the lease holder exports them, so that Kueue's
@@ -121,10 +125,14 @@ func NewAdmission(r prometheus.Registerer) *Admission {
 			"(InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing).", []string{"preempting_cluster_queue", "reason"}),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "jetqueue_admission_events_applied_total",
 			Help: "Events of JQ_EVENTS this instance read and applied since it started; a replay of the log within the process does not count them again."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_admission_decisions_refused_total",
+			Help: "Decisions whose publication JetStream refused because the workload's subject had moved since they were made, by 'type' (the decision's event type); each is made again on the new state."}, []string{"type"}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{Name: "jetqueue_admission_log_replays_total",
+			Help: "Times this instance replayed the log because the log contradicted a decision in flight."}),
 		g: newGauges(),
 	}
 	if r != nil {
-		r.MustRegister(m.applied, &leaderOnly{leading: &m.leading, owner: m.owner, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
+		r.MustRegister(m.applied, m.refused, m.replays, &leaderOnly{leading: &m.leading, owner: m.owner, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
 			m.quotaReserved, m.admitted, m.quotaReservedWait, m.admittedWait, m.lqQuotaReserved, m.lqAdmitted, m.lqQuotaReservedWait,
 			m.lqAdmWait, m.evicted, m.lqEvicted, m.preempted, (*stateCollector)(m)}})
 	}
@@ -287,6 +295,12 @@ func (m *Admission) Evicted(clusterQueue, namespace, localQueue, reason string) 
 func (m *Admission) Preempted(preemptingCQ, kind string) {
 	m.preempted.WithLabelValues(preemptingCQ, kind).Inc()
 }
+
+// Refused counts a decision of type typ whose publication was refused.
+func (m *Admission) Refused(typ string) { m.refused.WithLabelValues(typ).Inc() }
+
+// Replayed counts a replay of the log forced by a decision in flight.
+func (m *Admission) Replayed() { m.replays.Inc() }
 
 // Applied counts one event applied to the engine.
 func (m *Admission) Applied() { m.applied.Inc() }

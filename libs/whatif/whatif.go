@@ -12,14 +12,21 @@
 //	──▶ per ClusterQueue old against new; the workloads whose admission
 //	    moved most
 //
-// The simulation applies the demand in the log's order (time, then stream
-// sequence; a finish or PodsReady takes the sequence of the recorded event
-// it replays) and runs the engine to quiescence after each, as the
-// admission service decides after each event it reads. Decisions recorded
-// in the log (admissions, preemptions, PodsReady timeouts) are not replayed
-// in the simulation: the core makes them again under the new
-// configuration. With the configuration unchanged it reproduces the
-// recorded decisions.
+// The simulation applies the demand in the log's order (its sequence; a
+// finish or PodsReady that falls at its recorded time takes the place of
+// the recorded event, one that moved falls in by its time) and runs the
+// engine where the admission service ran it: each of its decisions names
+// the log position it was decided at (events.DecisionID), so the replay
+// decides after the same batch of events, at the run's recorded time.
+// Where the log records no run, the replay decides after a step the log
+// is quiet after (Quiet) while the service was not busy publishing a
+// run's decisions. A victim's run stops where the log has its preemption
+// take effect (simulation.preempt). Decisions recorded in the log
+// (admissions, preemptions, PodsReady timeouts) are not replayed in the
+// simulation: the core makes them again under the new configuration.
+// With the configuration unchanged it reproduces the recorded decisions,
+// unless the service took some back (a refused publication, a replay of
+// the log: docs/history.md).
 //
 // A name can hold several workloads over the history: retention's
 // WorkloadExpired (or a deletion) frees it, and a later submission reuses
@@ -38,6 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -58,9 +66,9 @@ import (
 const MaxWindow = 31 * 24 * time.Hour
 
 // MinMove is the least change of a first admission that Moved lists: a
-// recorded admission carries the admission service's reaction time after
-// the event that caused it (milliseconds), which the replay, deciding at
-// the event's own time, does not.
+// decision the replay makes where the log records no run of the core is
+// made at its event's time, without the service's reaction time
+// (milliseconds).
 const MinMove = time.Second
 
 // DefaultTop is how many moved workloads a report lists.
@@ -248,11 +256,32 @@ type demand struct {
 	// withdrawn are the finish events of workloads that held no quota
 	// then: they are replayed at their recorded time.
 	withdrawn map[uint64]bool
+	// preempted are the recorded evictions by preemption of each
+	// workload, in the log's order, and requested the sequence of each
+	// recorded preemption request, by preemptor and decision time: where
+	// the log has a preemption take effect (simulation.preempt).
+	preempted map[string][]logged
+	requested map[logged]request
+}
+
+// request is a recorded preemption request: its sequence and victims.
+type request struct {
+	seq     uint64
+	victims map[string]bool
+}
+
+// logged is an event of the log: its time and sequence, or, as a key of
+// requested, a workload and a decision's time.
+type logged struct {
+	key string
+	at  int64 // UnixNano
+	seq uint64
 }
 
 func demandOf(recs []history.Record, to time.Time) demand {
 	d := demand{run: map[string]time.Duration{}, ready: map[string]time.Duration{},
-		finishSeq: map[string]uint64{}, readySeq: map[string]uint64{}, withdrawn: map[uint64]bool{}}
+		finishSeq: map[string]uint64{}, readySeq: map[string]uint64{}, withdrawn: map[uint64]bool{},
+		preempted: map[string][]logged{}, requested: map[logged]request{}}
 	admitted := map[string]time.Time{}
 	cur := map[string]uint64{}
 	for _, r := range recs {
@@ -270,8 +299,19 @@ func demandOf(recs []history.Record, to time.Time) demand {
 			if _, ok := admitted[replay.Key(x.WorkloadRef)]; !ok {
 				admitted[replay.Key(x.WorkloadRef)] = ev.Time
 			}
+		case *events.PreemptionRequestedData:
+			req := request{seq: r.Seq, victims: map[string]bool{}}
+			for _, v := range x.Victims {
+				req.victims[replay.Key(v.WorkloadRef)] = true
+			}
+			d.requested[logged{key: replay.Key(x.WorkloadRef), at: ev.Time.UnixNano()}] = req
 		case *events.EvictedData:
-			delete(admitted, replay.Key(x.WorkloadRef))
+			k := replay.Key(x.WorkloadRef)
+			delete(admitted, k)
+			if x.Reason == engine.EvictedByPreemption {
+				id := incarnation(k, cur[k])
+				d.preempted[id] = append(d.preempted[id], logged{at: ev.Time.UnixNano(), seq: r.Seq})
+			}
 		case *events.WorkloadFinishedData:
 			k := replay.Key(x.WorkloadRef)
 			if at, ok := admitted[k]; ok {
@@ -552,24 +592,33 @@ func noteLocalQueue(lqs map[string]string, x *events.ConfigAppliedData) {
 
 // step is one thing the simulation applies at an instant.
 type step struct {
-	at  time.Time
-	seq uint64
+	// at is when it happens; order, then seq, order the steps: the
+	// log's order for what the log records (logTimes), at for a finish
+	// or PodsReady that moved off its recorded time.
+	at, order time.Time
+	seq       uint64
 	// ev is a recorded event replayed as is; otherwise key, gen and kind
 	// are a replayed finish or PodsReady of one admission.
-	ev   *events.Event
-	key  string
-	gen  int
-	kind byte // 'f' finish, 'r' PodsReady
+	ev  *events.Event
+	key string
+	gen int
+	// kind: 'f' finish, 'r' PodsReady, 'd' the admission service's run
+	// of the core, recorded at seq (it had read the log up to seq then).
+	kind byte
 }
 
 type steps []step
 
 func (h steps) Len() int { return len(h) }
 func (h steps) Less(i, j int) bool {
-	if c := h[i].at.Compare(h[j].at); c != 0 {
+	if c := h[i].order.Compare(h[j].order); c != 0 {
 		return c < 0
 	}
-	return h[i].seq < h[j].seq
+	if h[i].seq != h[j].seq {
+		return h[i].seq < h[j].seq
+	}
+	// A run of the core comes after the event it was decided at.
+	return h[i].kind != 'd' && h[j].kind == 'd'
 }
 func (h steps) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *steps) Push(x any)   { *h = append(*h, x.(step)) }
@@ -587,15 +636,24 @@ type simulation struct {
 	// expire are the workloads the log expired while their simulated
 	// run was still under way: removed when it ends.
 	expire map[string]bool
-	queue  steps
-	gen    map[string]int
-	steps  int
-	to     time.Time
+	// inflight are the victims of a preemption not yet evicted, by the
+	// run (gen) preempted: see preempt.
+	inflight map[string]int
+	// usedEvictions counts, by incarnation, the recorded evictions by
+	// preemption a replayed preemption has matched.
+	usedEvictions map[string]int
+	queue         steps
+	log           logTimes
+	busy          spans
+	gen           map[string]int
+	steps         int
+	to            time.Time
 }
 
 // simulate is the new side.
 func simulate(start *history.State, window []history.Record, d demand, subs map[string]uint64, o Options) (*simulation, error) {
-	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{}}
+	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{},
+		inflight: map[string]int{}, usedEvictions: map[string]int{}}
 	s.tr.seedOpen(s.eng)
 	s.eng.RecordDecisions()
 	overridden := map[string]bool{}
@@ -621,19 +679,33 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 		}
 	}
 	s.settle(o.From)
+	s.log = newLogTimes(window)
+	// The runs of the core, by the position each decided at, and the
+	// last of its decisions written: the service is busy from one to the
+	// other.
+	runs := map[uint64]uint64{}
 	for i := range window {
 		r := &window[i]
 		if s.replays(r, overridden) {
-			heap.Push(&s.queue, step{at: r.Event.Time, seq: r.Seq, ev: &r.Event})
+			heap.Push(&s.queue, step{at: r.Event.Time, order: s.log.times[i], seq: r.Seq, ev: &r.Event})
+		}
+		// Where the admission service ran the core, as its decisions
+		// record: the replay runs it there too (one step per run).
+		if at, ok := events.DecidedAt(r.Event); ok {
+			if _, seen := runs[at]; !seen {
+				heap.Push(&s.queue, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
+			}
+			runs[at] = max(runs[at], r.Seq)
 		}
 	}
+	s.busy = busySpans(runs, s.log, o.From)
 	for {
 		// A timer due before the next step (or at its instant) fires
 		// first, at its own instant; what it admits may schedule steps
 		// before the one that was next.
 		until := o.To
 		if s.queue.Len() > 0 {
-			until = s.queue[0].at
+			until = s.queue[0].order
 		}
 		if s.fireTimer(until) {
 			continue
@@ -642,11 +714,104 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 			break
 		}
 		next := heap.Pop(&s.queue).(step)
+		if next.kind == 'd' {
+			s.settle(next.at)
+			continue
+		}
 		s.apply(next)
-		s.settle(next.at)
+		// After the log's last run of the core, or where the log ran it
+		// and decided nothing (so recorded no run), the service decides
+		// once nothing else arrives: a quiet spell decides here.
+		if (s.queue.Len() == 0 || s.queue[0].order.Sub(next.order) > Quiet) && !s.busy.holds(next.order) {
+			s.settle(next.at)
+		}
 	}
 	s.tr.close()
 	return s, nil
+}
+
+// Quiet is how long the log must stay quiet after a step for the replay to
+// run the core there when the log records no run: the admission service
+// reads what arrives together in one batch and decides after it (its
+// reaction is a millisecond or two), so events closer than this are
+// decided together. A run the log records is replayed where it was.
+const Quiet = 10 * time.Millisecond
+
+// spans are the stretches of the log's clock, sorted and apart, in which
+// the admission service was busy: from the position a run of the core
+// decided at to its last decision written. What arrives then waits for
+// the run's decisions to go out and is decided in the next run, however
+// quiet the log is after it.
+type spans []span
+
+type span struct{ from, to time.Time }
+
+func busySpans(runs map[uint64]uint64, l logTimes, floor time.Time) spans {
+	var out spans
+	for _, at := range slices.Sorted(maps.Keys(runs)) {
+		sp := span{from: l.upTo(at, floor), to: l.upTo(runs[at], floor)}
+		if n := len(out); n > 0 && !sp.from.After(out[n-1].to) {
+			out[n-1].to = later(out[n-1].to, sp.to)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// holds says whether t is inside a span, after its start.
+func (ss spans) holds(t time.Time) bool {
+	i, _ := slices.BinarySearchFunc(ss, t, func(sp span, t time.Time) int { return sp.from.Compare(t) })
+	// ss[i-1] is the last span starting before t.
+	return i > 0 && !t.After(ss[i-1].to)
+}
+
+// logTimes is the log's own clock over the window: each event's time, or
+// the latest time before it in the log if that is later. Publishers stamp
+// events, so a later sequence can carry an earlier time (by milliseconds,
+// more for a decision stamped when its run began); the log's order is
+// the sequence. Ordered by this clock, recorded events replay in the
+// log's order, and a finish moved off its recorded time falls among them
+// by its time.
+type logTimes struct {
+	seqs  []uint64
+	raw   []time.Time
+	times []time.Time
+}
+
+func newLogTimes(window []history.Record) logTimes {
+	l := logTimes{seqs: make([]uint64, len(window)), raw: make([]time.Time, len(window)), times: make([]time.Time, len(window))}
+	var last time.Time
+	for i, r := range window {
+		last = later(last, r.Event.Time)
+		l.seqs[i], l.raw[i], l.times[i] = r.Seq, r.Event.Time, last
+	}
+	return l
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// index is where the window holds seq.
+func (l logTimes) index(seq uint64) (int, bool) {
+	return slices.BinarySearch(l.seqs, seq)
+}
+
+// upTo is the log's clock at seq: that of the last event at or before it
+// in the window, or floor if none is.
+func (l logTimes) upTo(seq uint64, floor time.Time) time.Time {
+	i, ok := l.index(seq)
+	if !ok {
+		i--
+	}
+	if i < 0 {
+		return floor
+	}
+	return later(floor, l.times[i])
 }
 
 func podsReadyOn(e *engine.Engine) bool {
@@ -684,20 +849,44 @@ func (s *simulation) schedule(key string, at time.Time) {
 	id := s.tr.id(key)
 	if d, ok := s.d.run[id]; ok {
 		if t := at.Add(d); !t.After(s.to) {
-			heap.Push(&s.queue, step{at: t, seq: s.d.finishSeq[id], key: key, gen: s.gen[key], kind: 'f'})
+			heap.Push(&s.queue, s.replayed(t, s.d.finishSeq[id], key, 'f'))
 		}
 	}
 	if d, ok := s.d.ready[id]; ok {
 		if t := at.Add(d); !t.After(s.to) {
-			heap.Push(&s.queue, step{at: t, seq: s.d.readySeq[id], key: key, gen: s.gen[key], kind: 'r'})
+			heap.Push(&s.queue, s.replayed(t, s.d.readySeq[id], key, 'r'))
 		}
 	}
 }
 
+// replayed is a finish or PodsReady at at, replaying the event at seq: in
+// the log's place of that event if it falls at its recorded time.
+func (s *simulation) replayed(at time.Time, seq uint64, key string, kind byte) step {
+	order := at
+	if i, ok := s.log.index(seq); ok && s.log.raw[i].Equal(at) {
+		order = s.log.times[i]
+	}
+	return step{at: at, order: order, seq: seq, key: key, gen: s.gen[key], kind: kind}
+}
+
 func (s *simulation) apply(st step) {
 	if st.ev == nil {
+		if gen, ok := s.inflight[st.key]; ok && gen == st.gen {
+			switch st.kind {
+			case 'e':
+				s.evicted(st.key, st.at)
+			case 'f':
+				// It finished before its eviction: the run is complete,
+				// and the workload is no longer pending.
+				delete(s.inflight, st.key)
+				s.tr.end(st.key, st.at)
+				_ = s.eng.Finish(st.key, st.at)
+				s.expired(st.key, st.at)
+			}
+			return
+		}
 		w := s.eng.Workload(st.key)
-		if w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
+		if st.kind == 'e' || w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
 			return // that run was cut short
 		}
 		if st.kind == 'f' {
@@ -717,6 +906,7 @@ func (s *simulation) apply(st step) {
 			// The name was freed in the log (expired or deleted) while
 			// the workload holding it here is still under way: it gives
 			// way, as its expiry would have once it finished.
+			delete(s.inflight, k)
 			s.tr.end(k, ev.Time)
 			_ = s.eng.Delete(k, ev.Time)
 			delete(s.expire, k)
@@ -730,6 +920,7 @@ func (s *simulation) apply(st step) {
 		}()
 	case *events.WorkloadFinishedData:
 		k := replay.Key(x.WorkloadRef)
+		delete(s.inflight, k)
 		s.tr.end(k, ev.Time)
 		defer s.expired(k, ev.Time)
 	case *events.WorkloadRef:
@@ -742,6 +933,7 @@ func (s *simulation) apply(st step) {
 				return
 			}
 		}
+		delete(s.inflight, k)
 		s.tr.end(k, ev.Time)
 	}
 	// What cannot be applied is skipped, as the deciders skip it.
@@ -783,16 +975,16 @@ func (s *simulation) follow(at time.Time) {
 	for _, d := range s.eng.DrainDecisions() {
 		switch d.Kind {
 		case engine.DecidedAdmission:
+			s.evicted(d.Key, at)
 			s.gen[d.Key]++
 			s.tr.admit(d.Key, d.Admission.ClusterQueue, d.Admission.Usage, at)
 			s.schedule(d.Key, at)
 		case engine.DecidedPreemption:
 			for _, v := range d.Targets {
-				if cq, ok := s.tr.end(v.Workload.Key, at); ok {
-					s.tr.preemptions[cq]++
-				}
+				s.preempt(d.Key, v.Workload.Key, at)
 			}
 		case engine.DecidedEviction:
+			delete(s.inflight, d.Key)
 			s.tr.end(d.Key, at)
 		}
 	}
@@ -802,9 +994,75 @@ func (s *simulation) follow(at time.Time) {
 		if w := s.eng.Workload(ev.Key); w != nil && w.Status == engine.Admitted {
 			continue
 		}
+		if _, ok := s.inflight[ev.Key]; ok {
+			continue
+		}
 		if cq, ok := s.tr.end(ev.Key, at); ok && ev.Reason == engine.EvictedByPreemption {
 			s.tr.preemptions[cq]++
 		}
+	}
+}
+
+// preempt notes that preemptor chose victim at at. The core frees the
+// victim's quota at once, as admission's does; its run stops where the
+// log has it stop:
+//   - at its eviction, stamped with the decision's time (the preemptor
+//     evicts at the time decided) but written later;
+//   - never, if the log has the request name it but no eviction: it
+//     finished before the preemptor evicted it, and its finish ends it;
+//   - where the log has the request, if that leaves it out: the service
+//     leaves out a victim that finished before it published, so a finish
+//     before then ends it;
+//   - at once, if the log has no such request: the decision is the
+//     replay's own.
+//
+// A run that finishes before it stops is complete: it is neither
+// preempted nor pending again.
+func (s *simulation) preempt(preemptor, victim string, at time.Time) {
+	if _, ok := s.inflight[victim]; ok {
+		return
+	}
+	s.inflight[victim] = s.gen[victim]
+	// Each recorded eviction stops one preemption: a run can preempt a
+	// workload, admit it again and preempt it again, all at one time.
+	id := s.tr.id(victim)
+	for i := s.usedEvictions[id]; i < len(s.d.preempted[id]); i++ {
+		if r := s.d.preempted[id][i]; r.at == at.UnixNano() {
+			s.usedEvictions[id] = i + 1
+			s.stopAt(victim, at, r.seq)
+			return
+		}
+	}
+	req, ok := s.d.requested[logged{key: preemptor, at: at.UnixNano()}]
+	switch {
+	case ok && req.victims[victim]:
+	case ok:
+		s.stopAt(victim, at, req.seq)
+	default:
+		s.evicted(victim, at)
+	}
+}
+
+// stopAt queues the eviction of victim, decided at at, where the log has
+// the event at seq.
+func (s *simulation) stopAt(victim string, at time.Time, seq uint64) {
+	i, ok := s.log.index(seq)
+	if !ok {
+		s.evicted(victim, at)
+		return
+	}
+	heap.Push(&s.queue, step{at: at, order: s.log.times[i], seq: seq, key: victim, gen: s.gen[victim], kind: 'e'})
+}
+
+// evicted ends the run of a victim whose eviction was in flight, if one
+// was, at at.
+func (s *simulation) evicted(key string, at time.Time) {
+	if _, ok := s.inflight[key]; !ok {
+		return
+	}
+	delete(s.inflight, key)
+	if cq, ok := s.tr.end(key, at); ok {
+		s.tr.preemptions[cq]++
 	}
 }
 

@@ -216,6 +216,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 			return nil
 		}
 		if errors.Is(err, errResync) {
+			s.m.Replayed()
 			s.log.Info("replaying the log", zap.Error(err))
 			continue
 		}
@@ -428,7 +429,11 @@ func (s *Service) track(subject string, seq uint64, ended bool) {
 	case !events.IsWorkloadSubject(subject):
 	case ended:
 		delete(s.onSubj, subject)
-	default:
+	case seq > s.onSubj[subject]:
+		// Never back: this instance's own decisions are tracked when
+		// published, ahead of the reading that reaches them, and a
+		// subject fenced at an older position would refuse the next
+		// decision about it.
 		s.onSubj[subject] = seq
 	}
 }
@@ -710,9 +715,10 @@ func (s *Service) decide(ctx context.Context) error {
 		}
 		sent = append(sent, inflight{d: d, ev: ev, f: f})
 	}
+	rest := preemption != nil || len(later) > 0 || len(s.held) > 0
 	for _, p := range sent {
 		seq, _, err := bus.Result(ctx, p.ev, p.f)
-		if err := s.published(p.d, p.ev, seq, err); err != nil {
+		if err := s.published(p.d, p.ev, seq, err, rest); err != nil {
 			return err
 		}
 	}
@@ -728,10 +734,10 @@ func (s *Service) decide(ctx context.Context) error {
 			later = append(later, *preemption)
 		}
 	}
-	for _, d := range later {
+	for i, d := range later {
 		expect := s.expect(d)
 		seq, _, err := bus.Publish(ctx, s.js, d.ev, &expect)
-		if err := s.published(d, d.ev, seq, err); err != nil {
+		if err := s.published(d, d.ev, seq, err, i < len(later)-1 || len(s.held) > 0); err != nil {
 			return err
 		}
 	}
@@ -817,11 +823,19 @@ func (s *Service) now(ctx context.Context) time.Time {
 
 // published records a decision's publication. On a conflict another
 // writer moved the workload first: the decision is taken back and made
-// again on the new state.
-func (s *Service) published(d decision, ev events.Event, seq uint64, err error) error {
+// again on the new state. rest says whether decisions of the same run
+// remain to be published: they were made with this one in force (one may
+// preempt the workload this one admitted, and its preemptor would refuse
+// to evict what the log never admitted, leaving admission waiting for
+// that eviction), so an admission refused then is a resync instead.
+func (s *Service) published(d decision, ev events.Event, seq uint64, err error, rest bool) error {
 	if errors.Is(err, bus.ErrConflict) {
+		s.m.Refused(string(ev.Type))
 		switch d.Kind {
 		case engine.DecidedAdmission:
+			if rest {
+				return fmt.Errorf("%w: admission of %s refused with decisions of its run still to publish", errResync, d.Key)
+			}
 			_ = s.eng.Unadmit(d.Key, d.at)
 		case engine.DecidedPreemption:
 			// Its victims are evicted in the engine only.
@@ -859,7 +873,7 @@ func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, 
 	if s.sharded() {
 		prefix = bus.ShardName("admission", s.shard)
 	}
-	ev := events.Event{ID: fmt.Sprintf("%s/%d/%d", prefix, s.last, i), Source: source, Time: now,
+	ev := events.Event{ID: events.DecisionID(prefix, s.last, i), Source: source, Time: now,
 		Subject: events.WorkloadSubject(ns, name)}
 	switch d.Kind {
 	case engine.DecidedAdmission:

@@ -687,3 +687,28 @@ func (h *harness) fakePreemptor() (stop func()) {
 	}()
 	return func() { cancel(); <-done }
 }
+
+// TestTrackNeverGoesBack: admission tracks a workload's subject at its own
+// decision when it publishes it, before it reads the decision back.
+// Reading an older event of the subject after that must not move the
+// position back: the next decision about the workload would be fenced at
+// a stale sequence and refused (under kueue-baseline load that refused
+// 18 admissions in one run; a refused admission whose run still had a
+// preemption of the same workload to publish stalled admission for good).
+func TestTrackNeverGoesBack(t *testing.T) {
+	s := &Service{onSubj: map[string]uint64{}}
+	subj := events.WorkloadSubject("ns", "w")
+	s.track(subj, 10, false) // published
+	s.track(subj, 7, false)  // an older event read back
+	if got := s.onSubj[subj]; got != 10 {
+		t.Fatalf("tracked at %d after reading back an older event, want 10", got)
+	}
+	s.track(subj, 12, false)
+	if got := s.onSubj[subj]; got != 12 {
+		t.Fatalf("tracked at %d, want 12", got)
+	}
+	s.track(subj, 13, true)
+	if _, ok := s.onSubj[subj]; ok {
+		t.Fatal("an ended workload's subject is still tracked")
+	}
+}

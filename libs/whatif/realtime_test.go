@@ -1,0 +1,213 @@
+package whatif
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/history"
+)
+
+// These tests hand the replay histories as the services write them in
+// real time, where a run of the core decides after a batch of events, its
+// decisions go out after later events, a later sequence can carry an
+// earlier time, and a victim can finish before its eviction. Each is
+// built with the Recorder and, where the Recorder cannot say it, edited;
+// with the configuration unchanged the replay must give the recorded
+// figures back.
+
+// recorderWith applies config at t0.
+func recorderWith(t *testing.T, config string) *history.Recorder {
+	t.Helper()
+	r := history.NewRecorder()
+	for _, o := range objects(t, config) {
+		if err := r.Apply(o, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func submit(t *testing.T, r *history.Recorder, wl *api.Workload, at time.Time) {
+	t.Helper()
+	if err := r.Submit(wl, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func finish(t *testing.T, r *history.Recorder, key string, at time.Time) {
+	t.Helper()
+	if err := r.Finish(key, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unchanged replays log over [t0, t0+1h] with the configuration as
+// recorded and wants every queue's figures back, and nothing moved.
+func unchanged(t *testing.T, log []history.Record) Report {
+	t.Helper()
+	rep, err := Run(log, Options{From: t0, To: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range rep.Queues {
+		if d := cmp.Diff(q.Old, q.New); d != "" {
+			t.Errorf("%s (-recorded,+replayed):\n%s", q.ClusterQueue, d)
+		}
+	}
+	if len(rep.Moved) != 0 {
+		t.Errorf("moved: %+v", rep.Moved)
+	}
+	return rep
+}
+
+// moveAfter moves the record at index i to just after index j (j > i)
+// and numbers the log again, keeping what each decision's id says it was
+// decided after: as the log reads when events arrive while a run's
+// decisions are still going out.
+func moveAfter(log []history.Record, i, j int) []history.Record {
+	out := append([]history.Record{}, log[:i]...)
+	out = append(out, log[i+1:j+1]...)
+	out = append(out, log[i])
+	out = append(out, log[j+1:]...)
+	renumber := map[uint64]uint64{}
+	for k := range out {
+		renumber[out[k].Seq] = uint64(k + 1)
+	}
+	for k := range out {
+		out[k].Seq = uint64(k + 1)
+		if at, ok := events.DecidedAt(out[k].Event); ok {
+			n := 0
+			for m := range out[:k] {
+				if p, ok := events.DecidedAt(out[m].Event); ok && p == at {
+					n++
+				}
+			}
+			out[k].Event.ID = events.DecisionID("admission", renumber[at], n)
+		}
+	}
+	return out
+}
+
+// TestRunAfterABatch: a 1-cpu queue gets a low- and a high-priority
+// workload together and the service decides once after both: the high one
+// is admitted first. Deciding after each event would admit the low one
+// first.
+func TestRunAfterABatch(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1"))
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	if len(r.Admitted) != 1 || r.Admitted[0] != "a/high" {
+		t.Fatalf("recorded %v, want a/high admitted", r.Admitted)
+	}
+	finish(t, r, "a/high", t0.Add(time.Minute))
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	finish(t, r, "a/low", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	rep := unchanged(t, r.Log)
+	if got := rep.Queues[0].Old; got.Admitted != 2 || got.MeanWaitSeconds != 29.501 {
+		t.Fatalf("recorded %+v, want 2 admitted, waits 0.001 and 59.001 s", got)
+	}
+}
+
+// TestLogOrderNotStampOrder: an event written after a run of the core can
+// carry an earlier time (its publisher stamped it first). The high
+// workload, written after the low one was admitted but stamped before,
+// preempts it; replayed ahead of that run, it would be admitted without.
+func TestLogOrderNotStampOrder(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1"))
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second+5*time.Millisecond))
+	r.Settle(t0.Add(time.Second + 6*time.Millisecond))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Second+4*time.Millisecond))
+	r.Settle(t0.Add(time.Second + 7*time.Millisecond))
+	finish(t, r, "a/high", t0.Add(time.Minute))
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	finish(t, r, "a/low", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	rep := unchanged(t, r.Log)
+	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 2 {
+		t.Fatalf("recorded %+v, want low preempted by high", q)
+	}
+}
+
+// TestQuietWhileBusy: a run's decisions go out over a while; a finish
+// arriving meanwhile, even followed by a quiet spell, is decided in the
+// next run, with the high workload that arrived after it, not on its own.
+func TestQuietWhileBusy(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "2")+queue("b", "", "1"))
+	submit(t, r, workload("a", "long", 1, 0), t0.Add(time.Second))
+	submit(t, r, workload("a", "short", 1, 0), t0.Add(time.Second))
+	submit(t, r, workload("b", "b1", 1, 0), t0.Add(time.Second))
+	submit(t, r, workload("b", "b2", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond)) // long, short, b1 admitted; b2 waits
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(2*time.Second))
+	n := len(r.Log)
+	r.Settle(t0.Add(2*time.Second + time.Millisecond)) // low: inadmissible
+	if len(r.Log) != n+1 {
+		t.Fatalf("the run after low wrote %d decisions, want 1", len(r.Log)-n)
+	}
+	// short finishes while that run's decision is still going out, and
+	// high arrives 50 ms later; the service decides both together.
+	finish(t, r, "a/short", t0.Add(2*time.Second+2*time.Millisecond))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(2*time.Second+52*time.Millisecond))
+	r.Settle(t0.Add(2*time.Second + 53*time.Millisecond))
+	if len(r.Admitted) != 1 || r.Admitted[0] != "a/high" {
+		t.Fatalf("recorded %v, want a/high admitted", r.Admitted)
+	}
+	log := moveAfter(r.Log, n, n+1) // the decision after the finish
+	for _, k := range []string{"a/long", "a/high", "b/b1"} {
+		finish(t, r, k, t0.Add(time.Minute))
+	}
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	for _, k := range []string{"a/low", "b/b2"} {
+		finish(t, r, k, t0.Add(2*time.Minute))
+	}
+	log = append(log, r.Log[len(log):]...)
+	unchanged(t, log)
+}
+
+// TestVictimThatFinishedFirst: high preempts low; low finishes before the
+// preemptor evicts it, so the log has the request and the finish but no
+// eviction. Low's run was complete: not preempted, never pending again.
+func TestVictimThatFinishedFirst(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1"))
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	finish(t, r, "a/high", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	if len(r.Admitted) != 1 || r.Admitted[0] != "a/low" {
+		t.Fatalf("recorded %v, want a/low admitted again", r.Admitted)
+	}
+	// Edit: low's eviction never happened; it finished 2 ms after the
+	// request instead, and was not admitted again.
+	var log []history.Record
+	for _, rec := range r.Log {
+		switch rec.Event.Type {
+		case events.Evicted:
+			fin := rec
+			fin.Event.Type, fin.Event.Source, fin.Event.ID = events.WorkloadFinished, events.SourceIngest, "low-finished"
+			fin.Event.Time = rec.Event.Time.Add(2 * time.Millisecond)
+			fin.Event.Data = &events.WorkloadFinishedData{WorkloadRef: events.WorkloadRef{Namespace: "a", Name: "low"}, Succeeded: true}
+			log = append(log, fin)
+			continue
+		case events.QuotaReserved, events.Inadmissible:
+			if rec.Event.Time.After(t0.Add(2*time.Minute)) || rec.Event.Type == events.Inadmissible && rec.Event.Time.After(t0.Add(time.Minute)) {
+				continue
+			}
+		}
+		log = append(log, rec)
+	}
+	for i := range log {
+		log[i].Seq = uint64(i + 1)
+	}
+	rep := unchanged(t, log)
+	if q := rep.Queues[0]; q.Old.Preemptions != 0 || q.Old.Admitted != 2 {
+		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q.Old)
+	}
+}
