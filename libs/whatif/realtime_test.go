@@ -64,32 +64,35 @@ func unchanged(t *testing.T, log []history.Record) Report {
 	return rep
 }
 
-// moveAfter moves the record at index i to just after index j (j > i)
-// and numbers the log again, keeping what each decision's id says it was
-// decided after: as the log reads when events arrive while a run's
-// decisions are still going out.
+// moveAfter moves the record at index i to just after index j (j > i),
+// as the log reads when events arrive while a run's decisions are still
+// going out.
 func moveAfter(log []history.Record, i, j int) []history.Record {
 	out := append([]history.Record{}, log[:i]...)
 	out = append(out, log[i+1:j+1]...)
 	out = append(out, log[i])
-	out = append(out, log[j+1:]...)
-	renumber := map[uint64]uint64{}
-	for k := range out {
-		renumber[out[k].Seq] = uint64(k + 1)
-	}
-	for k := range out {
-		out[k].Seq = uint64(k + 1)
-		if at, ok := events.DecidedAt(out[k].Event); ok {
-			n := 0
-			for m := range out[:k] {
-				if p, ok := events.DecidedAt(out[m].Event); ok && p == at {
-					n++
-				}
-			}
-			out[k].Event.ID = events.DecisionID("admission", renumber[at], n)
+	return renumber(append(out, log[j+1:]...))
+}
+
+// renumber numbers an edited log again from 1, keeping what each
+// decision's id says it was decided after (records added by the edit
+// have sequence 0).
+func renumber(log []history.Record) []history.Record {
+	to := map[uint64]uint64{}
+	for k := range log {
+		if log[k].Seq != 0 {
+			to[log[k].Seq] = uint64(k + 1)
 		}
 	}
-	return out
+	n := map[uint64]int{}
+	for k := range log {
+		log[k].Seq = uint64(k + 1)
+		if at, ok := events.DecidedAt(log[k].Event); ok {
+			log[k].Event.ID = events.DecisionID("admission", to[at], n[at])
+			n[at]++
+		}
+	}
+	return log
 }
 
 // TestRunAfterABatch: a 1-cpu queue gets a low- and a high-priority
@@ -191,6 +194,7 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 		switch rec.Event.Type {
 		case events.Evicted:
 			fin := rec
+			fin.Seq = 0
 			fin.Event.Type, fin.Event.Source, fin.Event.ID = events.WorkloadFinished, events.SourceIngest, "low-finished"
 			fin.Event.Time = rec.Event.Time.Add(2 * time.Millisecond)
 			fin.Event.Data = &events.WorkloadFinishedData{WorkloadRef: events.WorkloadRef{Namespace: "a", Name: "low"}, Succeeded: true}
@@ -203,11 +207,63 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 		}
 		log = append(log, rec)
 	}
-	for i := range log {
-		log[i].Seq = uint64(i + 1)
-	}
-	rep := unchanged(t, log)
+	rep := unchanged(t, renumber(log))
 	if q := rep.Queues[0]; q.Old.Preemptions != 0 || q.Old.Admitted != 2 {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q.Old)
+	}
+}
+
+// TestVictimLeftOutOfTheRequest: high preempts low1 and low2; low2
+// finishes before admission writes the request, which then names low1
+// only. Low2's run was complete; low1 was preempted.
+func TestVictimLeftOutOfTheRequest(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "2"))
+	submit(t, r, workload("a", "low1", 1, 0), t0.Add(time.Second))
+	submit(t, r, workload("a", "low2", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	submit(t, r, workload("a", "high", 2, 10), t0.Add(time.Minute))
+	decided := t0.Add(time.Minute + time.Millisecond)
+	r.Settle(decided)
+	finish(t, r, "a/high", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finish(t, r, "a/low1", t0.Add(3*time.Minute))
+	r.Settle(t0.Add(3*time.Minute + time.Millisecond))
+	// Edit: low2 finished 1 ms after the decision, written before the
+	// request, which leaves it out; it is never evicted nor admitted
+	// again.
+	low2 := events.WorkloadRef{Namespace: "a", Name: "low2"}
+	var log []history.Record
+	for _, rec := range r.Log {
+		switch x := rec.Event.Data.(type) {
+		case *events.PreemptionRequestedData:
+			log = append(log, history.Record{Event: events.Event{ID: "low2-finished", Type: events.WorkloadFinished,
+				Source: events.SourceIngest, Time: decided.Add(time.Millisecond), Subject: events.WorkloadSubject("a", "low2"),
+				Data: &events.WorkloadFinishedData{WorkloadRef: low2, Succeeded: true}}})
+			req := *x
+			req.Victims = nil
+			for _, v := range x.Victims {
+				if v.WorkloadRef != low2 {
+					req.Victims = append(req.Victims, v)
+				}
+			}
+			rec.Event.Data = &req
+		case *events.EvictedData:
+			if x.WorkloadRef == low2 {
+				continue
+			}
+		case *events.QuotaReservedData:
+			if x.WorkloadRef == low2 && rec.Event.Time.After(decided) {
+				continue
+			}
+		case *events.InadmissibleData:
+			if x.WorkloadRef == low2 && !rec.Event.Time.Before(decided) {
+				continue
+			}
+		}
+		log = append(log, rec)
+	}
+	rep := unchanged(t, renumber(log))
+	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 3 {
+		t.Fatalf("recorded %+v, want 3 admitted and low1 preempted", q)
 	}
 }

@@ -598,12 +598,13 @@ type step struct {
 	at, order time.Time
 	seq       uint64
 	// ev is a recorded event replayed as is; otherwise key, gen and kind
-	// are a replayed finish or PodsReady of one admission.
+	// say what happens to one admission (gen) of a workload.
 	ev  *events.Event
 	key string
 	gen int
-	// kind: 'f' finish, 'r' PodsReady, 'd' the admission service's run
-	// of the core, recorded at seq (it had read the log up to seq then).
+	// kind: 'f' it finishes, 'r' it reports PodsReady, 'e' its eviction
+	// by a preemption takes effect; 'd' is a run of the core the log
+	// records at seq (admission had read the log up to seq then).
 	kind byte
 }
 
@@ -642,12 +643,16 @@ type simulation struct {
 	// usedEvictions counts, by incarnation, the recorded evictions by
 	// preemption a replayed preemption has matched.
 	usedEvictions map[string]int
-	queue         steps
-	log           logTimes
-	busy          spans
-	gen           map[string]int
-	steps         int
-	to            time.Time
+	// The steps, merged in order: the recorded events and runs of the
+	// core (each in the log's order already), and the queue of what the
+	// replay schedules.
+	recorded, runs []step
+	queue          steps
+	log            logTimes
+	busy           spans
+	gen            map[string]int
+	steps          int
+	to             time.Time
 }
 
 // simulate is the new side.
@@ -687,33 +692,35 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 	for i := range window {
 		r := &window[i]
 		if s.replays(r, overridden) {
-			heap.Push(&s.queue, step{at: r.Event.Time, order: s.log.times[i], seq: r.Seq, ev: &r.Event})
+			s.recorded = append(s.recorded, step{at: r.Event.Time, order: s.log.times[i], seq: r.Seq, ev: &r.Event})
 		}
 		// Where the admission service ran the core, as its decisions
 		// record: the replay runs it there too (one step per run).
 		if at, ok := events.DecidedAt(r.Event); ok {
 			if _, seen := runs[at]; !seen {
-				heap.Push(&s.queue, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
+				s.runs = append(s.runs, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
 			}
 			runs[at] = max(runs[at], r.Seq)
 		}
 	}
+	// In the log's order, as the recorded events are.
+	slices.SortFunc(s.runs, func(a, b step) int { return cmp.Compare(a.seq, b.seq) })
 	s.busy = busySpans(runs, s.log, o.From)
 	for {
 		// A timer due before the next step (or at its instant) fires
 		// first, at its own instant; what it admits may schedule steps
 		// before the one that was next.
 		until := o.To
-		if s.queue.Len() > 0 {
-			until = s.queue[0].order
+		if next, ok := s.peek(); ok {
+			until = next.order
 		}
 		if s.fireTimer(until) {
 			continue
 		}
-		if s.queue.Len() == 0 {
+		next, ok := s.pop()
+		if !ok {
 			break
 		}
-		next := heap.Pop(&s.queue).(step)
 		if next.kind == 'd' {
 			s.settle(next.at)
 			continue
@@ -722,12 +729,49 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 		// After the log's last run of the core, or where the log ran it
 		// and decided nothing (so recorded no run), the service decides
 		// once nothing else arrives: a quiet spell decides here.
-		if (s.queue.Len() == 0 || s.queue[0].order.Sub(next.order) > Quiet) && !s.busy.holds(next.order) {
+		if after, ok := s.peek(); (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next.order) {
 			s.settle(next.at)
 		}
 	}
 	s.tr.close()
 	return s, nil
+}
+
+// peek is the next step, if any.
+func (s *simulation) peek() (step, bool) {
+	next, from := s.first()
+	if from < 0 {
+		return step{}, false
+	}
+	return next, true
+}
+
+// pop takes the next step, if any.
+func (s *simulation) pop() (step, bool) {
+	next, from := s.first()
+	switch from {
+	case 0:
+		s.recorded = s.recorded[1:]
+	case 1:
+		s.runs = s.runs[1:]
+	case 2:
+		heap.Pop(&s.queue)
+	default:
+		return step{}, false
+	}
+	return next, true
+}
+
+// first is the earliest of the three heads and where it is (-1: none).
+func (s *simulation) first() (step, int) {
+	var best step
+	from := -1
+	for i, h := range [...][]step{s.recorded, s.runs, s.queue} {
+		if len(h) > 0 && (from < 0 || steps{h[0], best}.Less(0, 1)) {
+			best, from = h[0], i
+		}
+	}
+	return best, from
 }
 
 // Quiet is how long the log must stay quiet after a step for the replay to
