@@ -85,19 +85,23 @@ func (s *system) scan(f func(events.Event)) {
 // undecodable, for tests that write such events on purpose.
 func (s *system) scanWith(f func(events.Event), undecodable func(seq uint64, err error)) {
 	s.t.Helper()
+	s.readLog(func(seq uint64, m jetstream.Msg) {
+		if ev, err := bus.Decode(m); err != nil {
+			undecodable(seq, err)
+		} else {
+			f(ev)
+		}
+	})
+}
+
+// readLog hands every message of the log, in order, with its sequence.
+func (s *system) readLog(f func(seq uint64, m jetstream.Msg)) {
+	s.t.Helper()
+	last := s.streamState().LastSeq
+	if last == 0 {
+		return
+	}
 	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
-		st, err := js.Stream(ctx, events.Stream)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		last := info.State.LastSeq
-		if last == 0 {
-			return
-		}
 		c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			s.t.Fatal(err)
@@ -112,11 +116,7 @@ func (s *system) scanWith(f func(events.Event), undecodable func(seq uint64, err
 				if err != nil {
 					s.t.Fatal(err)
 				}
-				if ev, err := bus.Decode(m); err != nil {
-					undecodable(meta.Sequence.Stream, err)
-				} else {
-					f(ev)
-				}
+				f(meta.Sequence.Stream, m)
 				if meta.Sequence.Stream >= last {
 					return
 				}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -169,35 +168,12 @@ func TestLoadtestUnderPreemptionCompletes(t *testing.T) {
 func (s *system) records() []history.Record {
 	s.t.Helper()
 	var out []history.Record
-	last := s.streamState().LastSeq
-	s.withJS(func(ctx context.Context, js jetstream.JetStream) {
-		c, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
+	s.readLog(func(seq uint64, m jetstream.Msg) {
+		ev, err := bus.Decode(m)
 		if err != nil {
-			s.t.Fatal(err)
+			s.t.Fatalf("event at sequence %d: %v", seq, err)
 		}
-		for last > 0 {
-			msgs, err := c.Fetch(500, jetstream.FetchMaxWait(time.Second))
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			for m := range msgs.Messages() {
-				meta, err := m.Metadata()
-				if err != nil {
-					s.t.Fatal(err)
-				}
-				ev, err := bus.Decode(m)
-				if err != nil {
-					s.t.Fatalf("event at sequence %d: %v", meta.Sequence.Stream, err)
-				}
-				out = append(out, history.Record{Seq: meta.Sequence.Stream, Event: ev})
-				if meta.Sequence.Stream >= last {
-					return
-				}
-			}
-			if ctx.Err() != nil {
-				s.t.Fatalf("the log up to sequence %d not read: %v", last, ctx.Err())
-			}
-		}
+		out = append(out, history.Record{Seq: seq, Event: ev})
 	})
 	return out
 }

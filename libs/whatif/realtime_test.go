@@ -45,11 +45,11 @@ func finish(t *testing.T, r *history.Recorder, key string, at time.Time) {
 	}
 }
 
-// unchanged replays log over [t0, t0+1h] with the configuration as
-// recorded and wants every queue's figures back, and nothing moved.
-func unchanged(t *testing.T, log []history.Record) Report {
+// unchanged replays log over [t0, to] with the configuration as recorded
+// and wants every queue's figures back, and nothing moved.
+func unchanged(t *testing.T, log []history.Record, to time.Time) Report {
 	t.Helper()
-	rep, err := Run(log, Options{From: t0, To: t0.Add(time.Hour)})
+	rep, err := Run(log, Options{From: t0, To: to})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestRunAfterABatch(t *testing.T) {
 	r.Settle(t0.Add(time.Minute + time.Millisecond))
 	finish(t, r, "a/low", t0.Add(2*time.Minute))
 	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
-	rep := unchanged(t, r.Log)
+	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	if got := rep.Queues[0].Old; got.Admitted != 2 || got.MeanWaitSeconds != 29.501 {
 		t.Fatalf("recorded %+v, want 2 admitted, waits 0.001 and 59.001 s", got)
 	}
@@ -131,7 +131,7 @@ func TestLogOrderNotStampOrder(t *testing.T) {
 	r.Settle(t0.Add(time.Minute + time.Millisecond))
 	finish(t, r, "a/low", t0.Add(2*time.Minute))
 	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
-	rep := unchanged(t, r.Log)
+	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 2 {
 		t.Fatalf("recorded %+v, want low preempted by high", q)
 	}
@@ -170,7 +170,7 @@ func TestQuietWhileBusy(t *testing.T) {
 		finish(t, r, k, t0.Add(2*time.Minute))
 	}
 	log = append(log, r.Log[len(log):]...)
-	unchanged(t, log)
+	unchanged(t, log, t0.Add(time.Hour))
 }
 
 // TestVictimThatFinishedFirst: high preempts low; low finishes before the
@@ -207,7 +207,7 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 		}
 		log = append(log, rec)
 	}
-	rep := unchanged(t, renumber(log))
+	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
 	if q := rep.Queues[0]; q.Old.Preemptions != 0 || q.Old.Admitted != 2 {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q.Old)
 	}
@@ -262,7 +262,7 @@ func TestVictimLeftOutOfTheRequest(t *testing.T) {
 		}
 		log = append(log, rec)
 	}
-	rep := unchanged(t, renumber(log))
+	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 3 {
 		t.Fatalf("recorded %+v, want 3 admitted and low1 preempted", q)
 	}
