@@ -141,13 +141,26 @@ func TestLogOrderNotStampOrder(t *testing.T) {
 // arriving meanwhile, even followed by a quiet spell, is decided in the
 // next run, with the high workload that arrived after it, not on its own.
 func TestQuietWhileBusy(t *testing.T) {
+	quietWhileBusy(t, 2*time.Second)
+}
+
+// TestQuietWhileBusyOnAStillClock is TestQuietWhileBusy with low stamped
+// as late as the finish: the log's clock stands still from low to the
+// finish, and only the log's positions tell that the finish came while
+// the run after low was still writing.
+func TestQuietWhileBusyOnAStillClock(t *testing.T) {
+	quietWhileBusy(t, 2*time.Second+2*time.Millisecond)
+}
+
+func quietWhileBusy(t *testing.T, low time.Duration) {
+	lowAt := t0.Add(low)
 	r := recorderWith(t, flavor+queue("a", "", "2")+queue("b", "", "1"))
 	submit(t, r, workload("a", "long", 1, 0), t0.Add(time.Second))
 	submit(t, r, workload("a", "short", 1, 0), t0.Add(time.Second))
 	submit(t, r, workload("b", "b1", 1, 0), t0.Add(time.Second))
 	submit(t, r, workload("b", "b2", 1, 0), t0.Add(time.Second))
 	r.Settle(t0.Add(time.Second + time.Millisecond)) // long, short, b1 admitted; b2 waits
-	submit(t, r, workload("a", "low", 1, 0), t0.Add(2*time.Second))
+	submit(t, r, workload("a", "low", 1, 0), lowAt)
 	n := len(r.Log)
 	r.Settle(t0.Add(2*time.Second + time.Millisecond)) // low: inadmissible
 	if len(r.Log) != n+1 {
@@ -265,5 +278,67 @@ func TestVictimLeftOutOfTheRequest(t *testing.T) {
 	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 3 {
 		t.Fatalf("recorded %+v, want 3 admitted and low1 preempted", q)
+	}
+}
+
+// TestRunLongerThanItsLastRun: low is admitted, preempted after a minute,
+// admitted again, and then finishes 10 s into that run. Its first run
+// lasted a minute without finishing: the replay must not finish it after
+// 10 s.
+func TestRunLongerThanItsLastRun(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1"))
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	finish(t, r, "a/high", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finish(t, r, "a/low", t0.Add(2*time.Minute+10*time.Second))
+	r.Settle(t0.Add(2*time.Minute + 10*time.Second + time.Millisecond))
+	rep := unchanged(t, r.Log, t0.Add(time.Hour))
+	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 2 {
+		t.Fatalf("recorded %+v, want low preempted once", q)
+	}
+}
+
+// TestRequestNotWrittenAsItsVictimFinished: high preempts low, but low
+// finishes while the run's decisions go out, so admission writes no
+// request at all (its only victim finished) and admits high after it.
+func TestRequestNotWrittenAsItsVictimFinished(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1"))
+	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
+	decided := t0.Add(time.Minute + time.Millisecond)
+	r.Settle(decided)
+	finish(t, r, "a/high", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	// Edit: low finished 1 ms after the decision, before high's
+	// admission went out; no request, no eviction, and low is not
+	// admitted again.
+	var log []history.Record
+	for _, rec := range r.Log {
+		switch x := rec.Event.Data.(type) {
+		case *events.PreemptionRequestedData:
+			log = append(log, history.Record{Event: events.Event{ID: "low-finished", Type: events.WorkloadFinished,
+				Source: events.SourceIngest, Time: decided.Add(time.Millisecond), Subject: events.WorkloadSubject("a", "low"),
+				Data: &events.WorkloadFinishedData{WorkloadRef: events.WorkloadRef{Namespace: "a", Name: "low"}, Succeeded: true}}})
+			continue
+		case *events.EvictedData:
+			continue
+		case *events.QuotaReservedData:
+			if x.Name == "low" && rec.Event.Time.After(decided) {
+				continue
+			}
+		case *events.InadmissibleData:
+			if x.Name == "low" && !rec.Event.Time.Before(decided) {
+				continue
+			}
+		}
+		log = append(log, rec)
+	}
+	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
+	if q := rep.Queues[0].Old; q.Preemptions != 0 || q.Admitted != 2 {
+		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q)
 	}
 }

@@ -262,6 +262,10 @@ type demand struct {
 	// the log has a preemption take effect (simulation.preempt).
 	preempted map[string][]logged
 	requested map[logged]request
+	// cut are the lengths of each workload's recorded runs that ended in
+	// an eviction, in order: a run the log shows lasting that long
+	// without finishing does not finish sooner in the replay.
+	cut map[string][]time.Duration
 }
 
 // request is a recorded preemption request: its sequence and victims.
@@ -281,7 +285,7 @@ type logged struct {
 func demandOf(recs []history.Record, to time.Time) demand {
 	d := demand{run: map[string]time.Duration{}, ready: map[string]time.Duration{},
 		finishSeq: map[string]uint64{}, readySeq: map[string]uint64{}, withdrawn: map[uint64]bool{},
-		preempted: map[string][]logged{}, requested: map[logged]request{}}
+		preempted: map[string][]logged{}, requested: map[logged]request{}, cut: map[string][]time.Duration{}}
 	admitted := map[string]time.Time{}
 	cur := map[string]uint64{}
 	for _, r := range recs {
@@ -307,9 +311,12 @@ func demandOf(recs []history.Record, to time.Time) demand {
 			d.requested[logged{key: replay.Key(x.WorkloadRef), at: ev.Time.UnixNano()}] = req
 		case *events.EvictedData:
 			k := replay.Key(x.WorkloadRef)
+			id := incarnation(k, cur[k])
+			if at, ok := admitted[k]; ok {
+				d.cut[id] = append(d.cut[id], ev.Time.Sub(at))
+			}
 			delete(admitted, k)
 			if x.Reason == engine.EvictedByPreemption {
-				id := incarnation(k, cur[k])
 				d.preempted[id] = append(d.preempted[id], logged{at: ev.Time.UnixNano(), seq: r.Seq})
 			}
 		case *events.WorkloadFinishedData:
@@ -597,6 +604,8 @@ type step struct {
 	// or PodsReady that moved off its recorded time.
 	at, order time.Time
 	seq       uint64
+	// placed: the step stands where the log has the event at seq.
+	placed bool
 	// ev is a recorded event replayed as is; otherwise key, gen and kind
 	// say what happens to one admission (gen) of a workload.
 	ev  *events.Event
@@ -643,6 +652,14 @@ type simulation struct {
 	// usedEvictions counts, by incarnation, the recorded evictions by
 	// preemption a replayed preemption has matched.
 	usedEvictions map[string]int
+	// runEnd is the last decision the log has of the run of the core
+	// being replayed (0: the replay's own run).
+	runEnd uint64
+	// admissions counts each incarnation's admissions in the replay.
+	admissions map[string]int
+	// logEvicts are the victims in flight whose eviction the log has:
+	// their run was evicted, not finished.
+	logEvicts map[string]bool
 	// The steps, merged in order: the recorded events and runs of the
 	// core (each in the log's order already), and the queue of what the
 	// replay schedules.
@@ -658,7 +675,7 @@ type simulation struct {
 // simulate is the new side.
 func simulate(start *history.State, window []history.Record, d demand, subs map[string]uint64, o Options) (*simulation, error) {
 	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{},
-		inflight: map[string]int{}, usedEvictions: map[string]int{}}
+		inflight: map[string]int{}, usedEvictions: map[string]int{}, admissions: map[string]int{}, logEvicts: map[string]bool{}}
 	s.tr.seedOpen(s.eng)
 	s.eng.RecordDecisions()
 	overridden := map[string]bool{}
@@ -692,7 +709,7 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 	for i := range window {
 		r := &window[i]
 		if s.replays(r, overridden) {
-			s.recorded = append(s.recorded, step{at: r.Event.Time, order: s.log.times[i], seq: r.Seq, ev: &r.Event})
+			s.recorded = append(s.recorded, step{at: r.Event.Time, order: s.log.times[i], seq: r.Seq, placed: true, ev: &r.Event})
 		}
 		// Where the admission service ran the core, as its decisions
 		// record: the replay runs it there too (one step per run).
@@ -722,14 +739,16 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 			break
 		}
 		if next.kind == 'd' {
+			s.runEnd = runs[next.seq]
 			s.settle(next.at)
+			s.runEnd = 0
 			continue
 		}
-		s.apply(next)
+		changed := s.apply(next)
 		// After the log's last run of the core, or where the log ran it
 		// and decided nothing (so recorded no run), the service decides
 		// once nothing else arrives: a quiet spell decides here.
-		if after, ok := s.peek(); (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next.order) {
+		if after, ok := s.peek(); changed && (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next) {
 			s.settle(next.at)
 		}
 	}
@@ -781,20 +800,25 @@ func (s *simulation) first() (step, int) {
 // decided together. A run the log records is replayed where it was.
 const Quiet = 10 * time.Millisecond
 
-// spans are the stretches of the log's clock, sorted and apart, in which
-// the admission service was busy: from the position a run of the core
+// spans are the stretches of the log, sorted and apart, in which the
+// admission service was busy: from the position a run of the core
 // decided at to its last decision written. What arrives then waits for
 // the run's decisions to go out and is decided in the next run, however
 // quiet the log is after it.
 type spans []span
 
-type span struct{ from, to time.Time }
+// span is one stretch, by sequence and by the log's clock.
+type span struct {
+	fromSeq, toSeq uint64
+	from, to       time.Time
+}
 
 func busySpans(runs map[uint64]uint64, l logTimes, floor time.Time) spans {
 	var out spans
 	for _, at := range slices.Sorted(maps.Keys(runs)) {
-		sp := span{from: l.upTo(at, floor), to: l.upTo(runs[at], floor)}
-		if n := len(out); n > 0 && !sp.from.After(out[n-1].to) {
+		sp := span{fromSeq: at, toSeq: runs[at], from: l.upTo(at, floor), to: l.upTo(runs[at], floor)}
+		if n := len(out); n > 0 && sp.fromSeq <= out[n-1].toSeq {
+			out[n-1].toSeq = max(out[n-1].toSeq, sp.toSeq)
 			out[n-1].to = later(out[n-1].to, sp.to)
 			continue
 		}
@@ -803,11 +827,17 @@ func busySpans(runs map[uint64]uint64, l logTimes, floor time.Time) spans {
 	return out
 }
 
-// holds says whether t is inside a span, after its start.
-func (ss spans) holds(t time.Time) bool {
-	i, _ := slices.BinarySearchFunc(ss, t, func(sp span, t time.Time) int { return sp.from.Compare(t) })
-	// ss[i-1] is the last span starting before t.
-	return i > 0 && !t.After(ss[i-1].to)
+// holds says whether st falls inside a span, after its start: by its
+// position if it stands where the log has it (the log's clock can stand
+// still over many events, stamped before a decision stamped late), else
+// by its time.
+func (ss spans) holds(st step) bool {
+	if st.placed {
+		i, _ := slices.BinarySearchFunc(ss, st.seq, func(sp span, seq uint64) int { return cmp.Compare(sp.fromSeq, seq) })
+		return i > 0 && st.seq <= ss[i-1].toSeq
+	}
+	i, _ := slices.BinarySearchFunc(ss, st.order, func(sp span, t time.Time) int { return sp.from.Compare(t) })
+	return i > 0 && !st.order.After(ss[i-1].to)
 }
 
 // logTimes is the log's own clock over the window: each event's time, or
@@ -891,7 +921,12 @@ func (s *simulation) replays(r *history.Record, overridden map[string]bool) bool
 // schedule queues the finish and PodsReady of the admission at at.
 func (s *simulation) schedule(key string, at time.Time) {
 	id := s.tr.id(key)
+	n := s.admissions[id]
+	s.admissions[id]++
 	if d, ok := s.d.run[id]; ok {
+		if cut := s.d.cut[id]; n < len(cut) && cut[n] >= d {
+			d = cut[n] + time.Nanosecond
+		}
 		if t := at.Add(d); !t.After(s.to) {
 			heap.Push(&s.queue, s.replayed(t, s.d.finishSeq[id], key, 'f'))
 		}
@@ -906,32 +941,35 @@ func (s *simulation) schedule(key string, at time.Time) {
 // replayed is a finish or PodsReady at at, replaying the event at seq: in
 // the log's place of that event if it falls at its recorded time.
 func (s *simulation) replayed(at time.Time, seq uint64, key string, kind byte) step {
-	order := at
+	st := step{at: at, order: at, seq: seq, key: key, gen: s.gen[key], kind: kind}
 	if i, ok := s.log.index(seq); ok && s.log.raw[i].Equal(at) {
-		order = s.log.times[i]
+		st.order, st.placed = s.log.times[i], true
 	}
-	return step{at: at, order: order, seq: seq, key: key, gen: s.gen[key], kind: kind}
+	return st
 }
 
-func (s *simulation) apply(st step) {
+// apply applies a step and says whether it changed anything.
+func (s *simulation) apply(st step) bool {
 	if st.ev == nil {
 		if gen, ok := s.inflight[st.key]; ok && gen == st.gen {
-			switch st.kind {
-			case 'e':
+			switch {
+			case st.kind == 'e':
 				s.evicted(st.key, st.at)
-			case 'f':
+				return true
+			case st.kind == 'f' && !s.logEvicts[st.key]:
 				// It finished before its eviction: the run is complete,
 				// and the workload is no longer pending.
-				delete(s.inflight, st.key)
+				s.drop(st.key)
 				s.tr.end(st.key, st.at)
 				_ = s.eng.Finish(st.key, st.at)
 				s.expired(st.key, st.at)
+				return true
 			}
-			return
+			return false
 		}
 		w := s.eng.Workload(st.key)
 		if st.kind == 'e' || w == nil || w.Status != engine.Admitted || s.gen[st.key] != st.gen {
-			return // that run was cut short
+			return false // that run was cut short
 		}
 		if st.kind == 'f' {
 			s.tr.end(st.key, st.at)
@@ -940,7 +978,7 @@ func (s *simulation) apply(st step) {
 		} else {
 			_ = s.eng.PodsReady(st.key)
 		}
-		return
+		return true
 	}
 	ev := *st.ev
 	switch x := ev.Data.(type) {
@@ -950,7 +988,7 @@ func (s *simulation) apply(st step) {
 			// The name was freed in the log (expired or deleted) while
 			// the workload holding it here is still under way: it gives
 			// way, as its expiry would have once it finished.
-			delete(s.inflight, k)
+			s.drop(k)
 			s.tr.end(k, ev.Time)
 			_ = s.eng.Delete(k, ev.Time)
 			delete(s.expire, k)
@@ -964,7 +1002,7 @@ func (s *simulation) apply(st step) {
 		}()
 	case *events.WorkloadFinishedData:
 		k := replay.Key(x.WorkloadRef)
-		delete(s.inflight, k)
+		s.drop(k)
 		s.tr.end(k, ev.Time)
 		defer s.expired(k, ev.Time)
 	case *events.WorkloadRef:
@@ -974,14 +1012,15 @@ func (s *simulation) apply(st step) {
 				// Its recorded run ended long ago; the simulated one
 				// has not yet: it is removed when it does.
 				s.expire[k] = true
-				return
+				return true
 			}
 		}
-		delete(s.inflight, k)
+		s.drop(k)
 		s.tr.end(k, ev.Time)
 	}
 	// What cannot be applied is skipped, as the deciders skip it.
 	_ = replay.Guard(func() error { return replay.Apply(s.eng, ev) })
+	return true
 }
 
 // expired removes a workload that has just finished if the log expired
@@ -1028,7 +1067,7 @@ func (s *simulation) follow(at time.Time) {
 				s.preempt(d.Key, v.Workload.Key, at)
 			}
 		case engine.DecidedEviction:
-			delete(s.inflight, d.Key)
+			s.drop(d.Key)
 			s.tr.end(d.Key, at)
 		}
 	}
@@ -1057,8 +1096,11 @@ func (s *simulation) follow(at time.Time) {
 //   - where the log has the request, if that leaves it out: the service
 //     leaves out a victim that finished before it published, so a finish
 //     before then ends it;
-//   - at once, if the log has no such request: the decision is the
-//     replay's own.
+//   - where the log has the last decision of the run, if it has no such
+//     request: the service writes no request whose victims all finished
+//     while its run's decisions went out (and the replay's own decision
+//     would have gone out by then);
+//   - at once, if the log records no run here.
 //
 // A run that finishes before it stops is complete: it is neither
 // preempted nor pending again.
@@ -1073,6 +1115,7 @@ func (s *simulation) preempt(preemptor, victim string, at time.Time) {
 	for i := s.usedEvictions[id]; i < len(s.d.preempted[id]); i++ {
 		if r := s.d.preempted[id][i]; r.at == at.UnixNano() {
 			s.usedEvictions[id] = i + 1
+			s.logEvicts[victim] = true
 			s.stopAt(victim, at, r.seq)
 			return
 		}
@@ -1082,6 +1125,8 @@ func (s *simulation) preempt(preemptor, victim string, at time.Time) {
 	case ok && req.victims[victim]:
 	case ok:
 		s.stopAt(victim, at, req.seq)
+	case s.runEnd > 0:
+		s.stopAt(victim, at, s.runEnd)
 	default:
 		s.evicted(victim, at)
 	}
@@ -1095,7 +1140,13 @@ func (s *simulation) stopAt(victim string, at time.Time, seq uint64) {
 		s.evicted(victim, at)
 		return
 	}
-	heap.Push(&s.queue, step{at: at, order: s.log.times[i], seq: seq, key: victim, gen: s.gen[victim], kind: 'e'})
+	heap.Push(&s.queue, step{at: at, order: s.log.times[i], seq: seq, placed: true, key: victim, gen: s.gen[victim], kind: 'e'})
+}
+
+// drop forgets an eviction in flight.
+func (s *simulation) drop(key string) {
+	delete(s.inflight, key)
+	delete(s.logEvicts, key)
 }
 
 // evicted ends the run of a victim whose eviction was in flight, if one
@@ -1104,7 +1155,7 @@ func (s *simulation) evicted(key string, at time.Time) {
 	if _, ok := s.inflight[key]; !ok {
 		return
 	}
-	delete(s.inflight, key)
+	s.drop(key)
 	if cq, ok := s.tr.end(key, at); ok {
 		s.tr.preemptions[cq]++
 	}

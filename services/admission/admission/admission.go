@@ -715,9 +715,12 @@ func (s *Service) decide(ctx context.Context) error {
 		}
 		sent = append(sent, inflight{d: d, ev: ev, f: f})
 	}
-	rest := preemption != nil || len(later) > 0 || len(s.held) > 0
 	for _, p := range sent {
 		seq, _, err := bus.Result(ctx, p.ev, p.f)
+		rest := mentions(later, p.ev.Subject) || mentions(s.held, p.ev.Subject)
+		if preemption != nil {
+			rest = rest || mentions([]decision{*preemption}, p.ev.Subject)
+		}
 		if err := s.published(p.d, p.ev, seq, err, rest); err != nil {
 			return err
 		}
@@ -737,7 +740,7 @@ func (s *Service) decide(ctx context.Context) error {
 	for i, d := range later {
 		expect := s.expect(d)
 		seq, _, err := bus.Publish(ctx, s.js, d.ev, &expect)
-		if err := s.published(d, d.ev, seq, err, i < len(later)-1 || len(s.held) > 0); err != nil {
+		if err := s.published(d, d.ev, seq, err, mentions(later[i+1:], d.ev.Subject) || mentions(s.held, d.ev.Subject)); err != nil {
 			return err
 		}
 	}
@@ -821,20 +824,38 @@ func (s *Service) now(ctx context.Context) time.Time {
 	return s.seen
 }
 
+// mentions says whether any of ds is about the workload of subject, or
+// preempts it.
+func mentions(ds []decision, subject string) bool {
+	for _, d := range ds {
+		if d.ev.Subject == subject {
+			return true
+		}
+		if req, ok := d.ev.Data.(*events.PreemptionRequestedData); ok {
+			for _, v := range req.Victims {
+				if events.WorkloadSubject(v.Namespace, v.Name) == subject {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // published records a decision's publication. On a conflict another
 // writer moved the workload first: the decision is taken back and made
 // again on the new state. rest says whether decisions of the same run
-// remain to be published: they were made with this one in force (one may
-// preempt the workload this one admitted, and its preemptor would refuse
-// to evict what the log never admitted, leaving admission waiting for
-// that eviction), so an admission refused then is a resync instead.
+// still to be published are about the same workload: they were made with
+// this one in force (one may preempt the workload this one admitted, and
+// its preemptor would refuse to evict what the log never admitted), so an
+// admission refused then is a resync instead.
 func (s *Service) published(d decision, ev events.Event, seq uint64, err error, rest bool) error {
 	if errors.Is(err, bus.ErrConflict) {
 		s.m.Refused(string(ev.Type))
 		switch d.Kind {
 		case engine.DecidedAdmission:
 			if rest {
-				return fmt.Errorf("%w: admission of %s refused with decisions of its run still to publish", errResync, d.Key)
+				return fmt.Errorf("%w: admission of %s refused with later decisions of its run about it still to publish", errResync, d.Key)
 			}
 			_ = s.eng.Unadmit(d.Key, d.at)
 		case engine.DecidedPreemption:
