@@ -721,7 +721,7 @@ func (s *Service) decide(ctx context.Context) error {
 		if preemption != nil {
 			rest = rest || mentions([]decision{*preemption}, p.ev.Subject)
 		}
-		if err := s.published(p.d, p.ev, seq, err, rest); err != nil {
+		if err := s.published(ctx, p.d, p.ev, seq, err, rest); err != nil {
 			return err
 		}
 	}
@@ -740,7 +740,7 @@ func (s *Service) decide(ctx context.Context) error {
 	for i, d := range later {
 		expect := s.expect(d)
 		seq, _, err := bus.Publish(ctx, s.js, d.ev, &expect)
-		if err := s.published(d, d.ev, seq, err, mentions(later[i+1:], d.ev.Subject) || mentions(s.held, d.ev.Subject)); err != nil {
+		if err := s.published(ctx, d, d.ev, seq, err, mentions(later[i+1:], d.ev.Subject) || mentions(s.held, d.ev.Subject)); err != nil {
 			return err
 		}
 	}
@@ -824,6 +824,17 @@ func (s *Service) now(ctx context.Context) time.Time {
 	return s.seen
 }
 
+// movedByItself says whether the last event of subject is admission's
+// own, or cannot be read.
+func (s *Service) movedByItself(ctx context.Context, subject string) bool {
+	st, err := s.js.Stream(ctx, events.Stream)
+	if err != nil {
+		return true
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	return err != nil || m.Header.Get(events.HeaderSource) == source
+}
+
 // mentions says whether any of ds is about the workload of subject, or
 // preempts it.
 func mentions(ds []decision, subject string) bool {
@@ -846,16 +857,18 @@ func mentions(ds []decision, subject string) bool {
 // writer moved the workload first: the decision is taken back and made
 // again on the new state. rest says whether decisions of the same run
 // still to be published are about the same workload: they were made with
-// this one in force (one may preempt the workload this one admitted, and
-// its preemptor would refuse to evict what the log never admitted), so an
-// admission refused then is a resync instead.
-func (s *Service) published(d decision, ev events.Event, seq uint64, err error, rest bool) error {
+// this one in force, and one may preempt the workload this one admitted.
+// Its preemptor refuses to evict what the log never admitted, and
+// admission waits for that eviction until it reads the event that moved
+// the workload; if that event is admission's own, it is never read as a
+// move and admission would wait for good, so it replays the log instead.
+func (s *Service) published(ctx context.Context, d decision, ev events.Event, seq uint64, err error, rest bool) error {
 	if errors.Is(err, bus.ErrConflict) {
 		s.m.Refused(string(ev.Type))
 		switch d.Kind {
 		case engine.DecidedAdmission:
-			if rest {
-				return fmt.Errorf("%w: admission of %s refused with later decisions of its run about it still to publish", errResync, d.Key)
+			if rest && s.movedByItself(ctx, ev.Subject) {
+				return fmt.Errorf("%w: admission of %s refused by admission's own event, with later decisions of its run about it still to publish", errResync, d.Key)
 			}
 			_ = s.eng.Unadmit(d.Key, d.at)
 		case engine.DecidedPreemption:
