@@ -20,18 +20,26 @@ func DecisionID(prefix string, at uint64, i int) string {
 // (every event up to it read, none after): what DecisionID put in its id.
 // False for any other event.
 func DecidedAt(ev Event) (uint64, bool) {
+	at, _, ok := DecisionOf(ev)
+	return at, ok
+}
+
+// DecisionOf is the log position and the index in its run of a decision
+// of admission (DecisionID). False for any other event.
+func DecisionOf(ev Event) (at uint64, i int, ok bool) {
 	parts := strings.Split(ev.ID, "/")
 	if ev.Source != SourceAdmission || len(parts) != 3 || !decider(parts[0]) {
-		return 0, false
+		return 0, 0, false
 	}
 	at, err := strconv.ParseUint(parts[1], 10, 64)
 	if err != nil || at == 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	if _, err := strconv.ParseUint(parts[2], 10, 31); err != nil {
-		return 0, false
+	n, err := strconv.ParseUint(parts[2], 10, 31)
+	if err != nil {
+		return 0, 0, false
 	}
-	return at, true
+	return at, int(n), true
 }
 
 // decider says whether prefix is admission's or one of its shards'.

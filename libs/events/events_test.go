@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"regexp"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,9 @@ func TestDecidedAt(t *testing.T) {
 		at, ok := DecidedAt(Event{ID: c.id, Source: c.source})
 		if at != c.at || ok != c.ok {
 			t.Errorf("DecidedAt(%q from %s) = %d, %v; want %d, %v", c.id, c.source, at, ok, c.at, c.ok)
+		}
+		if _, i, ok := DecisionOf(Event{ID: c.id, Source: c.source}); ok && fmt.Sprintf("/%d/%d", at, i) != c.id[strings.Index(c.id, "/"):] {
+			t.Errorf("DecisionOf(%q): index %d", c.id, i)
 		}
 	}
 }

@@ -342,3 +342,62 @@ func TestRequestNotWrittenAsItsVictimFinished(t *testing.T) {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q)
 	}
 }
+
+// TestRefusedAdmissionIsTakenBack: a run admits w1 and w2, but w2's
+// priority changes before its admission is written, so JetStream refuses
+// it; admission takes it back and admits w2 again in its next run. The
+// log has w1's admission at index 0 of the run and none at index 1.
+func TestRefusedAdmissionIsTakenBack(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "2"))
+	at := t0.Add(time.Second)
+	submit(t, r, workload("a", "w1", 1, 0), at)
+	submit(t, r, workload("a", "w2", 1, 0), at)
+	r.Settle(at.Add(time.Millisecond))
+	if len(r.Admitted) != 2 {
+		t.Fatalf("recorded %v, want both admitted", r.Admitted)
+	}
+	again := r.Log[len(r.Log)-1] // w2's admission, refused
+	log := append([]history.Record{}, r.Log[:len(r.Log)-1]...)
+	w2 := events.WorkloadRef{Namespace: "a", Name: "w2"}
+	log = append(log, history.Record{Event: events.Event{ID: "w2-priority", Type: events.PriorityChanged, Source: events.SourceIngest,
+		Time: at.Add(2 * time.Millisecond), Subject: events.WorkloadSubject("a", "w2"),
+		Data: &events.PriorityChangedData{WorkloadRef: w2, Priority: 0}}})
+	again.Seq = 0
+	again.Event.Time = at.Add(3 * time.Millisecond)
+	log = renumber(append(log, again))
+	// Its next run decided after reading the priority change.
+	log[len(log)-1].Event.ID = events.DecisionID("admission", log[len(log)-2].Seq, 0)
+	rep := unchanged(t, log, t0.Add(time.Hour))
+	if q := rep.Queues[0].Old; q.Admitted != 2 || q.MeanWaitSeconds != 0.002 {
+		t.Fatalf("recorded %+v, want waits 0.001 and 0.003 s", q)
+	}
+}
+
+// TestQuietButAboutToDecide: low arrives, 15 ms pass, high arrives, and
+// admission decides both 50 ms later (it took up to 70 ms to react that
+// day): high is admitted, low waits. A replay deciding on the quiet after
+// low would admit low and have high preempt it.
+func TestQuietButAboutToDecide(t *testing.T) {
+	r := recorderWith(t, flavor+queue("a", "", "1")+queue("b", "", "1"))
+	submit(t, r, workload("b", "x", 1, 0), t0.Add(time.Second))
+	r.Settle(t0.Add(time.Second + 70*time.Millisecond))
+	at := t0.Add(2 * time.Second)
+	submit(t, r, workload("a", "low", 1, 0), at)
+	submit(t, r, workload("a", "high", 1, 10), at.Add(15*time.Millisecond))
+	r.Settle(at.Add(65 * time.Millisecond))
+	if len(r.Admitted) != 1 || r.Admitted[0] != "a/high" {
+		t.Fatalf("recorded %v, want a/high admitted", r.Admitted)
+	}
+	finish(t, r, "a/high", t0.Add(time.Minute))
+	r.Settle(t0.Add(time.Minute + time.Millisecond))
+	finish(t, r, "a/low", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finish(t, r, "b/x", t0.Add(3*time.Minute))
+	r.Settle(t0.Add(3*time.Minute + time.Millisecond))
+	rep := unchanged(t, r.Log, t0.Add(time.Hour))
+	for _, q := range rep.Queues {
+		if q.Old.Preemptions != 0 {
+			t.Fatalf("recorded %+v, want no preemption", q)
+		}
+	}
+}

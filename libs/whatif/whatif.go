@@ -18,10 +18,12 @@
 // engine where the admission service ran it: each of its decisions names
 // the log position it was decided at (events.DecisionID), so the replay
 // decides after the same batch of events, at the run's recorded time.
-// Where the log records no run, the replay decides after a step the log
-// is quiet after (Quiet) while the service was not busy publishing a
-// run's decisions. A victim's run stops where the log has its preemption
-// take effect (simulation.preempt). Decisions recorded in the log
+// An admission the log shows refused and taken back is taken back in the
+// replay too (simulation.refused). Where the log records no run, the
+// replay decides after a step the log is quiet after (Quiet), unless the
+// service was busy writing a run's decisions or decided in a run soon
+// after (simulation.runSoon). A victim's run stops where the log has its
+// preemption take effect (simulation.preempt). Decisions recorded in the log
 // (admissions, preemptions, PodsReady timeouts) are not replayed in the
 // simulation: the core makes them again under the new configuration.
 // With the configuration unchanged it reproduces the recorded decisions,
@@ -653,8 +655,15 @@ type simulation struct {
 	// preemption a replayed preemption has matched.
 	usedEvictions map[string]int
 	// runEnd is the last decision the log has of the run of the core
-	// being replayed (0: the replay's own run).
-	runEnd uint64
+	// being replayed (0: the replay's own run), and run what the log has
+	// of each of its decisions, by index in the run (decided); written
+	// holds them for every run.
+	runEnd  uint64
+	run     map[int]string
+	written map[uint64]map[int]string
+	// reaction is the longest the log shows admission take from the
+	// last event it read to deciding.
+	reaction time.Duration
 	// admissions counts each incarnation's admissions in the replay.
 	admissions map[string]int
 	// logEvicts are the victims in flight whose eviction the log has:
@@ -675,7 +684,8 @@ type simulation struct {
 // simulate is the new side.
 func simulate(start *history.State, window []history.Record, d demand, subs map[string]uint64, o Options) (*simulation, error) {
 	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{},
-		inflight: map[string]int{}, usedEvictions: map[string]int{}, admissions: map[string]int{}, logEvicts: map[string]bool{}}
+		inflight: map[string]int{}, usedEvictions: map[string]int{}, admissions: map[string]int{}, logEvicts: map[string]bool{},
+		written: map[uint64]map[int]string{}}
 	s.tr.seedOpen(s.eng)
 	s.eng.RecordDecisions()
 	overridden := map[string]bool{}
@@ -713,11 +723,14 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 		}
 		// Where the admission service ran the core, as its decisions
 		// record: the replay runs it there too (one step per run).
-		if at, ok := events.DecidedAt(r.Event); ok {
+		if at, n, ok := events.DecisionOf(r.Event); ok {
 			if _, seen := runs[at]; !seen {
 				s.runs = append(s.runs, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
+				s.written[at] = map[int]string{}
 			}
 			runs[at] = max(runs[at], r.Seq)
+			s.written[at][n] = decided(r.Event)
+			s.reaction = max(s.reaction, r.Event.Time.Sub(s.log.upTo(at, o.From)))
 		}
 	}
 	// In the log's order, as the recorded events are.
@@ -739,16 +752,16 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 			break
 		}
 		if next.kind == 'd' {
-			s.runEnd = runs[next.seq]
+			s.runEnd, s.run = runs[next.seq], s.written[next.seq]
 			s.settle(next.at)
-			s.runEnd = 0
+			s.runEnd, s.run = 0, nil
 			continue
 		}
 		changed := s.apply(next)
 		// After the log's last run of the core, or where the log ran it
 		// and decided nothing (so recorded no run), the service decides
 		// once nothing else arrives: a quiet spell decides here.
-		if after, ok := s.peek(); changed && (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next) {
+		if after, ok := s.peek(); changed && (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next) && !s.runSoon(next) {
 			s.settle(next.at)
 		}
 	}
@@ -791,6 +804,13 @@ func (s *simulation) first() (step, int) {
 		}
 	}
 	return best, from
+}
+
+// runSoon says whether the log has admission decide after a recorded
+// step within its longest reaction: it read the step and decided then,
+// and the replay decides there too, not on the quiet before.
+func (s *simulation) runSoon(st step) bool {
+	return st.placed && len(s.runs) > 0 && !s.runs[0].at.After(st.at.Add(s.reaction))
 }
 
 // Quiet is how long the log must stay quiet after a step for the replay to
@@ -1053,11 +1073,17 @@ func (s *simulation) settle(at time.Time) {
 }
 
 func (s *simulation) follow(at time.Time) {
+	ds := s.eng.DrainDecisions()
+	refused := s.refused(ds)
 	// Decisions are in the order they happened: a workload admitted and
 	// preempted again in one run is closed after it was opened.
-	for _, d := range s.eng.DrainDecisions() {
+	for i, d := range ds {
 		switch d.Kind {
 		case engine.DecidedAdmission:
+			if refused[i] {
+				_ = s.eng.Unadmit(d.Key, at)
+				continue
+			}
 			s.evicted(d.Key, at)
 			s.gen[d.Key]++
 			s.tr.admit(d.Key, d.Admission.ClusterQueue, d.Admission.Usage, at)
@@ -1084,6 +1110,45 @@ func (s *simulation) follow(at time.Time) {
 			s.tr.preemptions[cq]++
 		}
 	}
+}
+
+// decided names a recorded decision as decision names one of the core's.
+func decided(ev events.Event) string {
+	switch x := ev.Data.(type) {
+	case *events.QuotaReservedData:
+		return string(engine.DecidedAdmission) + " " + replay.Key(x.WorkloadRef)
+	case *events.InadmissibleData:
+		return string(engine.DecidedInadmissible) + " " + replay.Key(x.WorkloadRef)
+	case *events.PreemptionRequestedData:
+		return string(engine.DecidedPreemption) + " " + replay.Key(x.WorkloadRef)
+	case *events.EvictedData:
+		return string(engine.DecidedEviction) + " " + replay.Key(x.WorkloadRef)
+	}
+	return ""
+}
+
+// refused lists the admissions of a replayed run that the service made
+// but could not write (the workload moved meanwhile) and took back: where
+// the run is the recorded one, decision for decision by its index in the
+// run, an admission the log lacks at its index. A run the replay decides
+// otherwise (its own, or under another configuration) keeps every
+// decision.
+func (s *simulation) refused(ds []engine.Decision) map[int]bool {
+	if s.run == nil {
+		return nil
+	}
+	for i, w := range s.run {
+		if i >= len(ds) || string(ds[i].Kind)+" "+ds[i].Key != w {
+			return nil
+		}
+	}
+	out := map[int]bool{}
+	for i, d := range ds {
+		if _, ok := s.run[i]; !ok && d.Kind == engine.DecidedAdmission {
+			out[i] = true
+		}
+	}
+	return out
 }
 
 // preempt notes that preemptor chose victim at at. The core frees the
