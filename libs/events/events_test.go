@@ -2,8 +2,8 @@ package events
 
 import (
 	"encoding/json"
-	"regexp"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
