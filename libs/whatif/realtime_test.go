@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -93,6 +94,51 @@ func renumber(log []history.Record) []history.Record {
 		}
 	}
 	return log
+}
+
+// finishedFirst edits the log's preemption of victim, decided at decided,
+// into one the victim outran: it finishes 1 ms after the decision and is
+// neither evicted nor admitted again. at says where the log has the
+// finish: 'e' in place of its eviction (the preemptor came too late), 'r'
+// just before the request, which leaves it out, 'x' in place of the
+// request, never written (its only victim had finished).
+func finishedFirst(log []history.Record, victim events.WorkloadRef, decided time.Time, at byte) []history.Record {
+	fin := history.Record{Event: events.Event{ID: "finished-first", Type: events.WorkloadFinished, Source: events.SourceIngest,
+		Time: decided.Add(time.Millisecond), Subject: events.WorkloadSubject(victim.Namespace, victim.Name),
+		Data: &events.WorkloadFinishedData{WorkloadRef: victim, Succeeded: true}}}
+	var out []history.Record
+	for _, rec := range log {
+		switch x := rec.Event.Data.(type) {
+		case *events.PreemptionRequestedData:
+			switch at {
+			case 'x':
+				out = append(out, fin)
+				continue
+			case 'r':
+				out = append(out, fin)
+				req := *x
+				req.Victims = slices.DeleteFunc(slices.Clone(x.Victims), func(v events.Victim) bool { return v.WorkloadRef == victim })
+				rec.Event.Data = &req
+			}
+		case *events.EvictedData:
+			if x.WorkloadRef == victim {
+				if at == 'e' {
+					out = append(out, fin)
+				}
+				continue
+			}
+		case *events.QuotaReservedData:
+			if x.WorkloadRef == victim && rec.Event.Time.After(decided) {
+				continue
+			}
+		case *events.InadmissibleData:
+			if x.WorkloadRef == victim && !rec.Event.Time.Before(decided) {
+				continue
+			}
+		}
+		out = append(out, rec)
+	}
+	return renumber(out)
 }
 
 // TestRunAfterABatch: a 1-cpu queue gets a low- and a high-priority
@@ -200,27 +246,10 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 	if len(r.Admitted) != 1 || r.Admitted[0] != "a/low" {
 		t.Fatalf("recorded %v, want a/low admitted again", r.Admitted)
 	}
-	// Edit: low's eviction never happened; it finished 2 ms after the
-	// request instead, and was not admitted again.
-	var log []history.Record
-	for _, rec := range r.Log {
-		switch rec.Event.Type {
-		case events.Evicted:
-			fin := rec
-			fin.Seq = 0
-			fin.Event.Type, fin.Event.Source, fin.Event.ID = events.WorkloadFinished, events.SourceIngest, "low-finished"
-			fin.Event.Time = rec.Event.Time.Add(2 * time.Millisecond)
-			fin.Event.Data = &events.WorkloadFinishedData{WorkloadRef: events.WorkloadRef{Namespace: "a", Name: "low"}, Succeeded: true}
-			log = append(log, fin)
-			continue
-		case events.QuotaReserved, events.Inadmissible:
-			if rec.Event.Time.After(t0.Add(2*time.Minute)) || rec.Event.Type == events.Inadmissible && rec.Event.Time.After(t0.Add(time.Minute)) {
-				continue
-			}
-		}
-		log = append(log, rec)
-	}
-	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
+	// Edit: low's eviction never happened; it finished 1 ms after the
+	// decision instead, and was not admitted again.
+	log := finishedFirst(r.Log, events.WorkloadRef{Namespace: "a", Name: "low"}, t0.Add(time.Minute+time.Millisecond), 'e')
+	rep := unchanged(t, log, t0.Add(time.Hour))
 	if q := rep.Queues[0]; q.Old.Preemptions != 0 || q.Old.Admitted != 2 {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q.Old)
 	}
@@ -244,38 +273,8 @@ func TestVictimLeftOutOfTheRequest(t *testing.T) {
 	// Edit: low2 finished 1 ms after the decision, written before the
 	// request, which leaves it out; it is never evicted nor admitted
 	// again.
-	low2 := events.WorkloadRef{Namespace: "a", Name: "low2"}
-	var log []history.Record
-	for _, rec := range r.Log {
-		switch x := rec.Event.Data.(type) {
-		case *events.PreemptionRequestedData:
-			log = append(log, history.Record{Event: events.Event{ID: "low2-finished", Type: events.WorkloadFinished,
-				Source: events.SourceIngest, Time: decided.Add(time.Millisecond), Subject: events.WorkloadSubject("a", "low2"),
-				Data: &events.WorkloadFinishedData{WorkloadRef: low2, Succeeded: true}}})
-			req := *x
-			req.Victims = nil
-			for _, v := range x.Victims {
-				if v.WorkloadRef != low2 {
-					req.Victims = append(req.Victims, v)
-				}
-			}
-			rec.Event.Data = &req
-		case *events.EvictedData:
-			if x.WorkloadRef == low2 {
-				continue
-			}
-		case *events.QuotaReservedData:
-			if x.WorkloadRef == low2 && rec.Event.Time.After(decided) {
-				continue
-			}
-		case *events.InadmissibleData:
-			if x.WorkloadRef == low2 && !rec.Event.Time.Before(decided) {
-				continue
-			}
-		}
-		log = append(log, rec)
-	}
-	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
+	log := finishedFirst(r.Log, events.WorkloadRef{Namespace: "a", Name: "low2"}, decided, 'r')
+	rep := unchanged(t, log, t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 3 {
 		t.Fatalf("recorded %+v, want 3 admitted and low1 preempted", q)
 	}
@@ -316,28 +315,8 @@ func TestRequestNotWrittenAsItsVictimFinished(t *testing.T) {
 	// Edit: low finished 1 ms after the decision, before high's
 	// admission went out; no request, no eviction, and low is not
 	// admitted again.
-	var log []history.Record
-	for _, rec := range r.Log {
-		switch x := rec.Event.Data.(type) {
-		case *events.PreemptionRequestedData:
-			log = append(log, history.Record{Event: events.Event{ID: "low-finished", Type: events.WorkloadFinished,
-				Source: events.SourceIngest, Time: decided.Add(time.Millisecond), Subject: events.WorkloadSubject("a", "low"),
-				Data: &events.WorkloadFinishedData{WorkloadRef: events.WorkloadRef{Namespace: "a", Name: "low"}, Succeeded: true}}})
-			continue
-		case *events.EvictedData:
-			continue
-		case *events.QuotaReservedData:
-			if x.Name == "low" && rec.Event.Time.After(decided) {
-				continue
-			}
-		case *events.InadmissibleData:
-			if x.Name == "low" && !rec.Event.Time.Before(decided) {
-				continue
-			}
-		}
-		log = append(log, rec)
-	}
-	rep := unchanged(t, renumber(log), t0.Add(time.Hour))
+	log := finishedFirst(r.Log, events.WorkloadRef{Namespace: "a", Name: "low"}, decided, 'x')
+	rep := unchanged(t, log, t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 0 || q.Admitted != 2 {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q)
 	}
