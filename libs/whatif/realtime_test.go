@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -141,6 +142,24 @@ func finishedFirst(log []history.Record, victim events.WorkloadRef, decided time
 	return renumber(out)
 }
 
+// lowThenHigh records lows (1 cpu each) admitted at 1 s on a queue of as
+// many cpu, high (priority 10, every cpu) preempting them at 1 min, and
+// high finishing at 2 min. It returns the preemption's time.
+func lowThenHigh(t *testing.T, lows ...string) (*history.Recorder, time.Time) {
+	t.Helper()
+	r := recorderWith(t, flavor+queue("a", "", fmt.Sprint(len(lows))))
+	for _, n := range lows {
+		submit(t, r, workload("a", n, 1, 0), t0.Add(time.Second))
+	}
+	r.Settle(t0.Add(time.Second + time.Millisecond))
+	submit(t, r, workload("a", "high", len(lows), 10), t0.Add(time.Minute))
+	decided := t0.Add(time.Minute + time.Millisecond)
+	r.Settle(decided)
+	finish(t, r, "a/high", t0.Add(2*time.Minute))
+	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	return r, decided
+}
+
 // TestRunAfterABatch: a 1-cpu queue gets a low- and a high-priority
 // workload together and the service decides once after both: the high one
 // is admitted first. Deciding after each event would admit the low one
@@ -236,19 +255,13 @@ func quietWhileBusy(t *testing.T, low time.Duration) {
 // preemptor evicts it, so the log has the request and the finish but no
 // eviction. Low's run was complete: not preempted, never pending again.
 func TestVictimThatFinishedFirst(t *testing.T) {
-	r := recorderWith(t, flavor+queue("a", "", "1"))
-	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
-	r.Settle(t0.Add(time.Second + time.Millisecond))
-	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
-	r.Settle(t0.Add(time.Minute + time.Millisecond))
-	finish(t, r, "a/high", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	r, decided := lowThenHigh(t, "low")
 	if len(r.Admitted) != 1 || r.Admitted[0] != "a/low" {
 		t.Fatalf("recorded %v, want a/low admitted again", r.Admitted)
 	}
 	// Edit: low's eviction never happened; it finished 1 ms after the
 	// decision instead, and was not admitted again.
-	log := finishedFirst(r.Log, events.WorkloadRef{Namespace: "a", Name: "low"}, t0.Add(time.Minute+time.Millisecond), 'e')
+	log := finishedFirst(r.Log, events.WorkloadRef{Namespace: "a", Name: "low"}, decided, 'e')
 	rep := unchanged(t, log, t0.Add(time.Hour))
 	if q := rep.Queues[0]; q.Old.Preemptions != 0 || q.Old.Admitted != 2 {
 		t.Fatalf("recorded %+v, want 2 admitted and no preemption", q.Old)
@@ -259,15 +272,7 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 // finishes before admission writes the request, which then names low1
 // only. Low2's run was complete; low1 was preempted.
 func TestVictimLeftOutOfTheRequest(t *testing.T) {
-	r := recorderWith(t, flavor+queue("a", "", "2"))
-	submit(t, r, workload("a", "low1", 1, 0), t0.Add(time.Second))
-	submit(t, r, workload("a", "low2", 1, 0), t0.Add(time.Second))
-	r.Settle(t0.Add(time.Second + time.Millisecond))
-	submit(t, r, workload("a", "high", 2, 10), t0.Add(time.Minute))
-	decided := t0.Add(time.Minute + time.Millisecond)
-	r.Settle(decided)
-	finish(t, r, "a/high", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	r, decided := lowThenHigh(t, "low1", "low2")
 	finish(t, r, "a/low1", t0.Add(3*time.Minute))
 	r.Settle(t0.Add(3*time.Minute + time.Millisecond))
 	// Edit: low2 finished 1 ms after the decision, written before the
@@ -285,13 +290,7 @@ func TestVictimLeftOutOfTheRequest(t *testing.T) {
 // lasted a minute without finishing: the replay must not finish it after
 // 10 s.
 func TestRunLongerThanItsLastRun(t *testing.T) {
-	r := recorderWith(t, flavor+queue("a", "", "1"))
-	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
-	r.Settle(t0.Add(time.Second + time.Millisecond))
-	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
-	r.Settle(t0.Add(time.Minute + time.Millisecond))
-	finish(t, r, "a/high", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	r, _ := lowThenHigh(t, "low")
 	finish(t, r, "a/low", t0.Add(2*time.Minute+10*time.Second))
 	r.Settle(t0.Add(2*time.Minute + 10*time.Second + time.Millisecond))
 	rep := unchanged(t, r.Log, t0.Add(time.Hour))
@@ -304,14 +303,7 @@ func TestRunLongerThanItsLastRun(t *testing.T) {
 // finishes while the run's decisions go out, so admission writes no
 // request at all (its only victim finished) and admits high after it.
 func TestRequestNotWrittenAsItsVictimFinished(t *testing.T) {
-	r := recorderWith(t, flavor+queue("a", "", "1"))
-	submit(t, r, workload("a", "low", 1, 0), t0.Add(time.Second))
-	r.Settle(t0.Add(time.Second + time.Millisecond))
-	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Minute))
-	decided := t0.Add(time.Minute + time.Millisecond)
-	r.Settle(decided)
-	finish(t, r, "a/high", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	r, decided := lowThenHigh(t, "low")
 	// Edit: low finished 1 ms after the decision, before high's
 	// admission went out; no request, no eviction, and low is not
 	// admitted again.
