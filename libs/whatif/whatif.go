@@ -659,8 +659,8 @@ type simulation struct {
 	// of each of its decisions, by index in the run (decided); written
 	// holds them for every run.
 	runEnd  uint64
-	run     map[int]string
-	written map[uint64]map[int]string
+	run     []recorded
+	written map[uint64][]recorded
 	// reaction is the longest the log shows admission take from the
 	// last event it read to deciding.
 	reaction time.Duration
@@ -685,7 +685,7 @@ type simulation struct {
 func simulate(start *history.State, window []history.Record, d demand, subs map[string]uint64, o Options) (*simulation, error) {
 	s := &simulation{eng: start.Engine, tr: newTracker(o, subs), d: d, gen: map[string]int{}, to: o.To, expire: map[string]bool{},
 		inflight: map[string]int{}, usedEvictions: map[string]int{}, admissions: map[string]int{}, logEvicts: map[string]bool{},
-		written: map[uint64]map[int]string{}}
+		written: map[uint64][]recorded{}}
 	s.tr.seedOpen(s.eng)
 	s.eng.RecordDecisions()
 	overridden := map[string]bool{}
@@ -726,10 +726,14 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 		if at, n, ok := events.DecisionOf(r.Event); ok {
 			if _, seen := runs[at]; !seen {
 				s.runs = append(s.runs, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
-				s.written[at] = map[int]string{}
 			}
 			runs[at] = max(runs[at], r.Seq)
-			s.written[at][n] = decided(r.Event)
+			w := s.written[at]
+			for len(w) <= n {
+				w = append(w, recorded{})
+			}
+			w[n] = recordedOf(r.Event)
+			s.written[at] = w
 			s.reaction = max(s.reaction, r.Event.Time.Sub(s.log.upTo(at, o.From)))
 		}
 	}
@@ -1112,19 +1116,32 @@ func (s *simulation) follow(at time.Time) {
 	}
 }
 
-// decided names a recorded decision as decision names one of the core's.
-func decided(ev events.Event) string {
+// recorded is a decision the log has of a run of the core, at its index
+// in the run; kind is empty at an index the log lacks.
+type recorded struct {
+	kind engine.DecisionKind
+	ref  events.WorkloadRef
+}
+
+func recordedOf(ev events.Event) recorded {
 	switch x := ev.Data.(type) {
 	case *events.QuotaReservedData:
-		return string(engine.DecidedAdmission) + " " + replay.Key(x.WorkloadRef)
+		return recorded{engine.DecidedAdmission, x.WorkloadRef}
 	case *events.InadmissibleData:
-		return string(engine.DecidedInadmissible) + " " + replay.Key(x.WorkloadRef)
+		return recorded{engine.DecidedInadmissible, x.WorkloadRef}
 	case *events.PreemptionRequestedData:
-		return string(engine.DecidedPreemption) + " " + replay.Key(x.WorkloadRef)
+		return recorded{engine.DecidedPreemption, x.WorkloadRef}
 	case *events.EvictedData:
-		return string(engine.DecidedEviction) + " " + replay.Key(x.WorkloadRef)
+		return recorded{engine.DecidedEviction, x.WorkloadRef}
 	}
-	return ""
+	return recorded{}
+}
+
+// is says whether d is this recorded decision.
+func (r recorded) is(d engine.Decision) bool {
+	ns, name := r.ref.Namespace, r.ref.Name
+	return d.Kind == r.kind && len(d.Key) == len(ns)+1+len(name) &&
+		d.Key[:len(ns)] == ns && d.Key[len(ns)] == '/' && d.Key[len(ns)+1:] == name
 }
 
 // refused lists the admissions of a replayed run that the service made
@@ -1137,14 +1154,25 @@ func (s *simulation) refused(ds []engine.Decision) map[int]bool {
 	if s.run == nil {
 		return nil
 	}
+	whole := len(ds) == len(s.run)
 	for i, w := range s.run {
-		if i >= len(ds) || string(ds[i].Kind)+" "+ds[i].Key != w {
+		if w.kind == "" {
+			whole = false
+			continue
+		}
+		if i >= len(ds) || !w.is(ds[i]) {
 			return nil
 		}
 	}
-	out := map[int]bool{}
+	if whole {
+		return nil
+	}
+	var out map[int]bool
 	for i, d := range ds {
-		if _, ok := s.run[i]; !ok && d.Kind == engine.DecidedAdmission {
+		if (i >= len(s.run) || s.run[i].kind == "") && d.Kind == engine.DecidedAdmission {
+			if out == nil {
+				out = map[int]bool{}
+			}
 			out[i] = true
 		}
 	}
