@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -45,6 +46,13 @@ func finish(t *testing.T, r *history.Recorder, key string, at time.Time) {
 	if err := r.Finish(key, at); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// finishSettled finishes key at at, and the service decides 1 ms later.
+func finishSettled(t *testing.T, r *history.Recorder, key string, at time.Time) {
+	t.Helper()
+	finish(t, r, key, at)
+	r.Settle(at.Add(time.Millisecond))
 }
 
 // unchanged replays log over [t0, to] with the configuration as recorded
@@ -155,8 +163,7 @@ func lowThenHigh(t *testing.T, lows ...string) (*history.Recorder, time.Time) {
 	submit(t, r, workload("a", "high", len(lows), 10), t0.Add(time.Minute))
 	decided := t0.Add(time.Minute + time.Millisecond)
 	r.Settle(decided)
-	finish(t, r, "a/high", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finishSettled(t, r, "a/high", t0.Add(2*time.Minute))
 	return r, decided
 }
 
@@ -172,10 +179,8 @@ func TestRunAfterABatch(t *testing.T) {
 	if len(r.Admitted) != 1 || r.Admitted[0] != "a/high" {
 		t.Fatalf("recorded %v, want a/high admitted", r.Admitted)
 	}
-	finish(t, r, "a/high", t0.Add(time.Minute))
-	r.Settle(t0.Add(time.Minute + time.Millisecond))
-	finish(t, r, "a/low", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finishSettled(t, r, "a/high", t0.Add(time.Minute))
+	finishSettled(t, r, "a/low", t0.Add(2*time.Minute))
 	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	if got := rep.Queues[0].Old; got.Admitted != 2 || got.MeanWaitSeconds != 29.501 {
 		t.Fatalf("recorded %+v, want 2 admitted, waits 0.001 and 59.001 s", got)
@@ -192,10 +197,8 @@ func TestLogOrderNotStampOrder(t *testing.T) {
 	r.Settle(t0.Add(time.Second + 6*time.Millisecond))
 	submit(t, r, workload("a", "high", 1, 10), t0.Add(time.Second+4*time.Millisecond))
 	r.Settle(t0.Add(time.Second + 7*time.Millisecond))
-	finish(t, r, "a/high", t0.Add(time.Minute))
-	r.Settle(t0.Add(time.Minute + time.Millisecond))
-	finish(t, r, "a/low", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
+	finishSettled(t, r, "a/high", t0.Add(time.Minute))
+	finishSettled(t, r, "a/low", t0.Add(2*time.Minute))
 	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 2 {
 		t.Fatalf("recorded %+v, want low preempted by high", q)
@@ -273,8 +276,7 @@ func TestVictimThatFinishedFirst(t *testing.T) {
 // only. Low2's run was complete; low1 was preempted.
 func TestVictimLeftOutOfTheRequest(t *testing.T) {
 	r, decided := lowThenHigh(t, "low1", "low2")
-	finish(t, r, "a/low1", t0.Add(3*time.Minute))
-	r.Settle(t0.Add(3*time.Minute + time.Millisecond))
+	finishSettled(t, r, "a/low1", t0.Add(3*time.Minute))
 	// Edit: low2 finished 1 ms after the decision, written before the
 	// request, which leaves it out; it is never evicted nor admitted
 	// again.
@@ -291,8 +293,7 @@ func TestVictimLeftOutOfTheRequest(t *testing.T) {
 // 10 s.
 func TestRunLongerThanItsLastRun(t *testing.T) {
 	r, _ := lowThenHigh(t, "low")
-	finish(t, r, "a/low", t0.Add(2*time.Minute+10*time.Second))
-	r.Settle(t0.Add(2*time.Minute + 10*time.Second + time.Millisecond))
+	finishSettled(t, r, "a/low", t0.Add(2*time.Minute+10*time.Second))
 	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	if q := rep.Queues[0].Old; q.Preemptions != 1 || q.Admitted != 2 {
 		t.Fatalf("recorded %+v, want low preempted once", q)
@@ -359,16 +360,36 @@ func TestQuietButAboutToDecide(t *testing.T) {
 	if len(r.Admitted) != 1 || r.Admitted[0] != "a/high" {
 		t.Fatalf("recorded %v, want a/high admitted", r.Admitted)
 	}
-	finish(t, r, "a/high", t0.Add(time.Minute))
-	r.Settle(t0.Add(time.Minute + time.Millisecond))
-	finish(t, r, "a/low", t0.Add(2*time.Minute))
-	r.Settle(t0.Add(2*time.Minute + time.Millisecond))
-	finish(t, r, "b/x", t0.Add(3*time.Minute))
-	r.Settle(t0.Add(3*time.Minute + time.Millisecond))
+	finishSettled(t, r, "a/high", t0.Add(time.Minute))
+	finishSettled(t, r, "a/low", t0.Add(2*time.Minute))
+	finishSettled(t, r, "b/x", t0.Add(3*time.Minute))
 	rep := unchanged(t, r.Log, t0.Add(time.Hour))
 	for _, q := range rep.Queues {
 		if q.Old.Preemptions != 0 {
 			t.Fatalf("recorded %+v, want no preemption", q)
 		}
+	}
+}
+
+// TestForgedDecisionIndexAllocatesNothing: a decision whose id claims an
+// index far past anything a run holds (admission/<seq>/16777216) is not
+// kept, and the replay allocates nothing in proportion to it.
+func TestForgedDecisionIndexAllocatesNothing(t *testing.T) {
+	r, _ := lowThenHigh(t, "low")
+	log := append([]history.Record{}, r.Log...)
+	for i := range log {
+		if at, ok := events.DecidedAt(log[i].Event); ok {
+			log[i].Event.ID = events.DecisionID("admission", at, 1<<24)
+			break
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Run(log, Options{From: t0, To: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("the replay allocated %d MB", got>>20)
 	}
 }

@@ -728,12 +728,16 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 				s.runs = append(s.runs, step{at: r.Event.Time, order: s.log.upTo(at, o.From), seq: at, kind: 'd'})
 			}
 			runs[at] = max(runs[at], r.Seq)
-			w := s.written[at]
-			for len(w) <= n {
-				w = append(w, recorded{})
+			// A run has fewer decisions than the window has events: an
+			// index past that (a forged id) is not kept, and nothing is
+			// allocated for it.
+			if w := s.written[at]; n < len(window) {
+				for len(w) <= n {
+					w = append(w, recorded{})
+				}
+				w[n] = recordedOf(r.Event)
+				s.written[at] = w
 			}
-			w[n] = recordedOf(r.Event)
-			s.written[at] = w
 			s.reaction = max(s.reaction, r.Event.Time.Sub(s.log.upTo(at, o.From)))
 		}
 	}
