@@ -101,7 +101,11 @@ func TestParseRefusesBadEvents(t *testing.T) {
 		want   string
 	}{
 		{"unknown type", with(good, HeaderType, "io.jetqueue.nope.v1"), `{}`, "unknown ce-type"},
-		{"unknown field", good, `{"namespace":"a","name":"b","extra":1}`, "unknown field"},
+		{"unknown field", good, `{"namespace":"a","name":"b","extra":1}`, `unknown object member name "extra"`},
+		{"name in another case", good, `{"Namespace":"a","name":"b"}`, `unknown object member name "Namespace"`},
+		{"duplicate member", good, `{"namespace":"a","namespace":"c","name":"b"}`, "duplicate object member"},
+		{"text after the payload", good, `{"namespace":"a","name":"b"} {}`, "after top-level value"},
+		{"invalid UTF-8", good, "{\"namespace\":\"a\xff\",\"name\":\"b\"}", "UTF-8"},
 		{"bad time", with(good, HeaderTime, "yesterday"), `{}`, "ce-time"},
 		{"no id", with(good, HeaderID, ""), `{}`, "without ce-id"},
 		{"wrong spec version", with(good, HeaderSpecVersion, "0.3"), `{}`, "specversion"},

@@ -4,7 +4,6 @@
 package replay
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,13 +40,12 @@ func Apply(eng *engine.Engine, ev events.Event) error {
 	case *events.ConfigRef:
 		return eng.DeleteConfig(d.Kind, d.Namespace, d.Name, now)
 	case *events.WorkloadSubmittedData:
-		// Ingest validated it before publishing: plain decoding is enough,
-		// and replaying a long log spends most of its time here.
-		var wl api.Workload
-		if err := json.Unmarshal(d.Workload, &wl); err != nil {
+		// Replaying a long log spends most of its time here.
+		wl, err := api.DecodeStored(d.Workload)
+		if err != nil {
 			return fmt.Errorf("workload: %w", err)
 		}
-		_, err := eng.Submit(&wl, d.CreatedAt)
+		_, err = eng.Submit(wl, d.CreatedAt)
 		return err
 	case *events.PriorityChangedData:
 		return eng.SetPriority(Key(d.WorkloadRef), d.Priority, now)

@@ -299,12 +299,12 @@ func (b *batch) fold(r Record) error {
 	w := b.rows[k]
 	if ev.Type == events.WorkloadSubmitted {
 		d := ev.Data.(*events.WorkloadSubmittedData)
-		var wl api.Workload
-		if err := json.Unmarshal(d.Workload, &wl); err != nil {
+		wl, err := api.DecodeStored(d.Workload)
+		if err != nil {
 			return err
 		}
 		w = &workloadRow{Namespace: ref.Namespace, Name: ref.Name, UID: string(wl.UID), LocalQueue: wl.Spec.QueueName,
-			ClusterQueue: b.lqs[key{ref.Namespace, wl.Spec.QueueName}], Priority: api.WorkloadPriority(&wl),
+			ClusterQueue: b.lqs[key{ref.Namespace, wl.Spec.QueueName}], Priority: api.WorkloadPriority(wl),
 			Status: StatusPending, CreatedAt: d.CreatedAt, Object: d.Workload}
 		if wl.Spec.Active != nil && !*wl.Spec.Active {
 			w.Status = StatusInactive
