@@ -60,6 +60,28 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) 
 	return c, nil
 }
 
+// Rewind makes a durable consumer deliver again, in order, everything
+// after its acknowledgement floor, and returns its state after that. A
+// leader taking over a consumer calls it first. Without it, what its
+// predecessor fetched and never acknowledged (killed mid-batch) stays
+// pending until AckWait, while the events after it are delivered first;
+// under AckAll, acknowledging one of those acknowledges the pending ones
+// unhandled, and they are never delivered again.
+func Rewind(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
+	r, err := s.ResetConsumer(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("rewind consumer %s to its acknowledgement floor: %w", name, err)
+	}
+	if r.ConsumerInfo != nil {
+		return r.ConsumerInfo, nil
+	}
+	c, err := s.Consumer(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	return c.Info(ctx)
+}
+
 // Handler processes one event; an error makes JetStream redeliver it (up to
 // MaxDeliver), a nil ack acknowledges it.
 type Handler func(ctx context.Context, seq uint64, ev events.Event) error

@@ -109,12 +109,14 @@ func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
 	if err != nil {
 		return err
 	}
-	// A leader that stopped between acknowledging a batch and reporting it
-	// left the consumer ahead of its mark; nothing is delivered again, so
-	// without this /v1/sync would wait on the gap for ever.
-	info, err := cons.Info(ctx)
+	// What a predecessor fetched and did not acknowledge is delivered
+	// again first (bus.Rewind says why it must be). A leader that stopped
+	// between acknowledging a batch and reporting it left the consumer
+	// ahead of its mark; nothing is delivered again, so without the
+	// advance /v1/sync would wait on the gap for ever.
+	info, err := bus.Rewind(ctx, stream, Durable)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", Durable, err)
+		return err
 	}
 	if err := s.progress.Advance(ctx, info.AckFloor.Stream); err != nil {
 		return err

@@ -176,3 +176,77 @@ func TestTakesOverAnAcknowledgedButUnreportedPosition(t *testing.T) {
 	defer stop()
 	waitProgress(t, ctx, conn.JS, n)
 }
+
+// TestCarriesOutARequestItsPredecessorFetchedButNeverAcknowledged: a
+// leader killed after fetching a PreemptionRequested and before
+// acknowledging it leaves the request delivered and pending on the
+// durable consumer. Its successor must carry it out, even when a later
+// event arrives first: the consumer acknowledges everything up to what it
+// acknowledges, so handling the later one without the request would
+// acknowledge the request unhandled, and admission would wait for its
+// evictions for ever.
+func TestCarriesOutARequestItsPredecessorFetchedButNeverAcknowledged(t *testing.T) {
+	srv := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n := 0
+	publish := func(name string, typ events.Type, data any) uint64 {
+		t.Helper()
+		n++
+		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
+			Subject: events.WorkloadSubject("ns", name), Data: data}.FromOwner(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	ref := func(name string) events.WorkloadRef { return events.WorkloadRef{Namespace: "ns", Name: name} }
+	victim := publish("victim", events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("victim")})
+	publish("high", events.PreemptionRequested, &events.PreemptionRequestedData{WorkloadRef: ref("high"), ClusterQueue: "cq",
+		Victims: []events.Victim{{WorkloadRef: ref("victim"), ClusterQueue: "cq", Seq: victim}}})
+
+	// The predecessor fetched both and was killed before acknowledging.
+	if _, err := bus.NewProgress(ctx, conn.JS, "preemptor"); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := bus.EnsureConsumer(ctx, conn.Stream, consumerOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := 0
+	for range msgs.Messages() {
+		fetched++
+	}
+	if fetched != 2 {
+		t.Fatalf("fetched %d events, want 2", fetched)
+	}
+
+	stop := run(t, srv.ClientURL(), "successor")
+	defer stop()
+	later := publish("other", events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("other")})
+	waitProgress(t, ctx, conn.JS, later)
+	// The request's own acknowledgement wait (10s) has not passed: the
+	// eviction is there already, and exactly once.
+	evictions := 0
+	for seq := uint64(1); ; seq++ {
+		m, err := conn.Stream.GetMsg(ctx, seq)
+		if err != nil {
+			break
+		}
+		if m.Header.Get(events.HeaderType) == string(events.Evicted) {
+			evictions++
+		}
+	}
+	if evictions != 1 {
+		t.Fatalf("%d evictions of the victim once the successor handled event %d, want 1", evictions, later)
+	}
+}
