@@ -103,18 +103,26 @@ func Publish(ctx context.Context, js jetstream.JetStream, ev events.Event, expec
 
 // PublishAsync is Publish without waiting for the acknowledgement, so a
 // batch of decisions costs one round trip rather than one each; Result
-// reads the outcome.
+// reads the outcome. When as many publications as the connection allows
+// (nats.go's 4,000 by default) await their acknowledgement, it waits for
+// room, up to asyncStall, rather than failing after nats.go's 200 ms: a
+// server slow under load is a reason to slow down, not to restart.
 func PublishAsync(js jetstream.JetStream, ev events.Event, expectLast *uint64) (jetstream.PubAckFuture, error) {
 	msg, err := message(ev, expectLast)
 	if err != nil {
 		return nil, err
 	}
-	f, err := js.PublishMsgAsync(msg)
+	f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(asyncStall))
 	if err != nil {
 		return nil, publishError(ev, err)
 	}
 	return f, nil
 }
+
+// asyncStall is how long PublishAsync waits for room among the
+// publications awaiting their acknowledgement. Beyond it the server is
+// not slow but gone, and the error restarts the caller.
+const asyncStall = time.Minute
 
 // Result waits for an asynchronous publish, with the errors of Publish.
 func Result(ctx context.Context, ev events.Event, f jetstream.PubAckFuture) (uint64, bool, error) {
