@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The common Workload, read by hand.
@@ -285,6 +286,11 @@ func (r *wlReader) meta(wl *Workload) bool {
 			return r.once(&seen, 8) && r.strings(&m.Labels)
 		case "annotations":
 			return r.once(&seen, 16) && r.strings(&m.Annotations)
+		case "uid":
+			var uid string
+			ok := r.once(&seen, 32) && r.str(&uid)
+			m.UID = types.UID(uid)
+			return ok
 		}
 		return false
 	})
@@ -332,9 +338,17 @@ func (r *wlReader) podSet(ps *PodSet) bool {
 			ps.MinCount = new(int32)
 			return r.once(&seen, 4) && r.int32(ps.MinCount)
 		case "template":
+			// A PodTemplateSpec's members taken here: spec, and an empty
+			// metadata (what encoding a Workload writes for none).
+			var inTemplate uint8
 			return r.once(&seen, 8) && r.object(func(name []byte) bool {
-				// A PodTemplateSpec's only member taken here: spec.
-				return string(name) == "spec" && r.podSpec(&ps.Template.Spec)
+				switch string(name) {
+				case "spec":
+					return r.once(&inTemplate, 1) && r.podSpec(&ps.Template.Spec)
+				case "metadata":
+					return r.once(&inTemplate, 2) && r.object(func([]byte) bool { return false })
+				}
+				return false
 			})
 		}
 		return false
