@@ -70,7 +70,7 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) 
 func Rewind(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
 	r, err := s.ResetConsumer(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("rewind consumer %s to its acknowledgement floor: %w", name, err)
+		return nil, fmt.Errorf("rewind consumer %s to its acknowledgement floor (the consumer reset API, nats-server 2.14 or later): %w", name, err)
 	}
 	if r.ConsumerInfo != nil {
 		return r.ConsumerInfo, nil
