@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -22,25 +23,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // request is delivered again); a victim that changed after it was chosen
 // is left alone.
 func TestEvictsOnlyVictimsUnchangedSinceChosen(t *testing.T) {
-	srv := testenv.NATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	n := 0
-	publish := func(subject string, typ events.Type, data any) uint64 {
-		t.Helper()
-		n++
-		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
-			Subject: subject, Data: data}.FromOwner(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return seq
-	}
+	ctx, srv, conn, publish := testLog(t)
 	ref := func(name string) events.WorkloadRef { return events.WorkloadRef{Namespace: "ns", Name: name} }
 	subject := func(name string) string { return events.WorkloadSubject("ns", name) }
 	steady := publish(subject("steady"), events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("steady")})
@@ -90,6 +73,30 @@ func TestEvictsOnlyVictimsUnchangedSinceChosen(t *testing.T) {
 	}
 	if evicted["steady"] != 1 || evicted["moved"] != 0 {
 		t.Errorf("evictions %v, want steady once and moved never", evicted)
+	}
+}
+
+// testLog starts a NATS server with JQ_EVENTS and returns a publisher of
+// test events (each with the next id) and what the test needs besides.
+func testLog(t *testing.T) (context.Context, *server.Server, *bus.Conn, func(subject string, typ events.Type, data any) uint64) {
+	srv := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	n := 0
+	return ctx, srv, conn, func(subject string, typ events.Type, data any) uint64 {
+		t.Helper()
+		n++
+		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
+			Subject: subject, Data: data}.FromOwner(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
 	}
 }
 
@@ -186,24 +193,10 @@ func TestTakesOverAnAcknowledgedButUnreportedPosition(t *testing.T) {
 // acknowledge the request unhandled, and admission would wait for its
 // evictions for ever.
 func TestCarriesOutARequestItsPredecessorFetchedButNeverAcknowledged(t *testing.T) {
-	srv := testenv.NATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := bus.Open(ctx, srv.ClientURL(), "test", bus.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	n := 0
+	ctx, srv, conn, publishOn := testLog(t)
 	publish := func(name string, typ events.Type, data any) uint64 {
 		t.Helper()
-		n++
-		seq, _, err := bus.Publish(ctx, conn.JS, events.Event{ID: fmt.Sprint("test-", n), Type: typ, Source: "test", Time: t0,
-			Subject: events.WorkloadSubject("ns", name), Data: data}.FromOwner(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return seq
+		return publishOn(events.WorkloadSubject("ns", name), typ, data)
 	}
 	ref := func(name string) events.WorkloadRef { return events.WorkloadRef{Namespace: "ns", Name: name} }
 	victim := publish("victim", events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("victim")})
