@@ -121,11 +121,16 @@ func (s *Service) work(ctx context.Context, stream jetstream.Stream) error {
 	if err := s.progress.Advance(ctx, info.AckFloor.Stream); err != nil {
 		return err
 	}
+	pull, err := bus.NewPull(cons, 256)
+	if err != nil {
+		return err
+	}
+	defer pull.Close()
 	for ctx.Err() == nil {
 		if _, err := s.leader.Lead(ctx); err != nil {
 			return err
 		}
-		msgs, err := bus.Batch(ctx, cons, 256, 200*time.Millisecond)
+		msgs, err := bus.Batch(ctx, pull, 256, 200*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

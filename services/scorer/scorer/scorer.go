@@ -208,8 +208,13 @@ func waitUntil(ctx context.Context, changed func() <-chan struct{}, cond func() 
 // work takes QuotaReserved events from the durable consumer and places
 // them; every other event is acknowledged at once.
 func (s *Service) work(ctx context.Context, cons jetstream.Consumer) error {
+	pull, err := bus.NewPull(cons, 64)
+	if err != nil {
+		return err
+	}
+	defer pull.Close()
 	for ctx.Err() == nil {
-		msgs, err := bus.Batch(ctx, cons, 64, 500*time.Millisecond)
+		msgs, err := bus.Batch(ctx, pull, 64, 500*time.Millisecond)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
