@@ -128,16 +128,6 @@ type Service struct {
 	// has decided, after which the state is no longer a fold of the log.
 	snaps   *snapshot.Writer
 	decided bool
-	// current is set once this instance, leading, has read to the end of
-	// the log since it last started reading or took the lead. From then
-	// on the log holds no decision it has not applied (any other leader's
-	// were read, its own are in its engine), and what it has not read yet
-	// only frees quota or adds work: finishes, deletions, evictions,
-	// submissions, changes. So it decides after each batch even while
-	// events keep it behind the end, as Kueue's scheduler decides on the
-	// cluster it has observed so far. Before, a burst arriving faster than
-	// admission read it was not decided at all until it stopped.
-	current bool
 	// shard is this instance's shard of shards (see shard.go); trees is
 	// each ClusterQueue's last tree and handovers the moves between
 	// shards not yet released in the log, both folds of the log kept
@@ -252,7 +242,7 @@ func (s *Service) reset() {
 	s.open, s.waiting, s.closed = map[string]*openBatch{}, map[string]string{}, map[string]time.Time{}
 	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
 	s.floor = 0
-	s.seen, s.decided, s.current = time.Time{}, false, false
+	s.seen, s.decided = time.Time{}, false
 	s.trees, s.handovers, s.sentRelease = map[string]string{}, nil, map[string]bool{}
 	s.shardEngine()
 }
@@ -288,18 +278,11 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 	return nil
 }
 
-// step consumes what is available and, once caught up (or current),
-// decides.
+// step consumes what is available and, once caught up, decides.
 func (s *Service) step(ctx context.Context, rt *service.Runtime, cons bus.Fetcher) error {
 	caughtUp, err := s.consume(ctx, cons)
-	if err != nil {
+	if err != nil || !caughtUp {
 		return err
-	}
-	if !caughtUp {
-		if s.current && s.leading {
-			return s.decide(ctx)
-		}
-		return nil
 	}
 	if err := s.releaseBelowFloor(ctx); err != nil {
 		return err
@@ -652,7 +635,6 @@ func (s *Service) lead(ctx context.Context) error {
 		s.log.Info("leading", zap.String("shard", s.cfg.Shard))
 	}
 	s.leading = leading
-	s.current = leading
 	s.m.SetLeading(leading)
 	return nil
 }

@@ -85,16 +85,10 @@ func (h *harness) config(kind, ns, name, object string) {
 }
 
 func (h *harness) submit(name string, cpu int) {
-	h.publish(events.WorkloadSubmitted, events.WorkloadSubject("ns", name), h.submission(name, cpu))
-}
-
-// submission is the payload of a submission, created at the next event's
-// time.
-func (h *harness) submission(name string, cpu int) *events.WorkloadSubmittedData {
 	wl := fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":"ns"},
 		"spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"%d"}}}]}}}]}}`, name, cpu)
-	return &events.WorkloadSubmittedData{WorkloadRef: events.WorkloadRef{Namespace: "ns", Name: name}, Workload: json.RawMessage(wl),
-		CreatedAt: t0.Add(time.Duration(h.n+1) * time.Millisecond)}
+	h.publish(events.WorkloadSubmitted, events.WorkloadSubject("ns", name), &events.WorkloadSubmittedData{
+		WorkloadRef: events.WorkloadRef{Namespace: "ns", Name: name}, Workload: json.RawMessage(wl), CreatedAt: t0.Add(time.Duration(h.n) * time.Millisecond)})
 }
 
 func (h *harness) world(cpu int) {
@@ -161,70 +155,6 @@ func TestAdmitsWhatFits(t *testing.T) {
 	got := h.waitAdmitted(2)
 	if got["w1"] != 1 || got["w2"] != 1 || got["w3"] != 0 {
 		t.Errorf("admissions %v, want w1 and w2 once each", got)
-	}
-}
-
-// TestDecidesWhileABurstKeepsItBehind: an instance that leads and has
-// read to the end of the log once decides after each batch it reads,
-// while the rest of a burst is still unread. Its consumer is paused
-// while 1,000 submissions are stored, then resumed: admission reads at
-// most 512 at a time, so its first decision about them must come from a
-// position inside the burst. An instance that decided only at the end of
-// the log decided nothing of a burst until all of it was read.
-func TestDecidesWhileABurstKeepsItBehind(t *testing.T) {
-	h := newHarness(t)
-	stop := h.start("a")
-	defer stop()
-	h.world(1_000_000)
-	h.submit("w0", 1)
-	h.waitAdmitted(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stream, err := h.js.Stream(ctx, events.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var readers []string
-	for name := range stream.ConsumerNames(ctx).Name() {
-		readers = append(readers, name)
-	}
-	if len(readers) != 1 {
-		t.Fatalf("consumers %v, want admission's reader alone", readers)
-	}
-	if _, err := stream.PauseConsumer(ctx, readers[0], time.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	lastSeq := func() uint64 {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.LastSeq
-	}
-	const burst = 1000
-	first := lastSeq() + 1
-	for i := range burst {
-		h.submit(fmt.Sprintf("b%04d", i), 1)
-	}
-	last := lastSeq()
-	if last-first+1 != burst {
-		t.Fatalf("the burst is events %d to %d, want %d events", first, last, burst)
-	}
-	if _, err := stream.ResumeConsumer(ctx, readers[0]); err != nil {
-		t.Fatal(err)
-	}
-	earliest := uint64(0)
-	for _, ev := range h.ofType(events.QuotaReserved, 1+burst) {
-		at, ok := events.DecidedAt(ev)
-		if !ok {
-			t.Fatalf("admission %s has no decision position", ev.ID)
-		}
-		if at >= first && (earliest == 0 || at < earliest) {
-			earliest = at
-		}
-	}
-	if earliest == 0 || earliest >= last {
-		t.Fatalf("first decision about the burst (events %d to %d) made at position %d, want one inside it", first, last, earliest)
 	}
 }
 

@@ -17,9 +17,9 @@ package admission
 // A fold is encoded only at a quiet point: no batch still arriving, no
 // preemption request of another leader whose evictions are still to
 // come. On start, follow restores the newest usable snapshot and reads
-// from Jq-Seq+1; an instance decides for the first time only once it has
-// read to the end of the stream, so it never acts on a state older than
-// what it (or any other leader) has published (Service.current).
+// from Jq-Seq+1; an instance decides only once it has read to the end of
+// the stream, so it never acts on a state older than what it (or any
+// other leader) has published.
 
 import (
 	"bytes"
