@@ -112,17 +112,8 @@ func (p *Pull) read(batch int, wait time.Duration) (jetstream.MessageBatch, erro
 		}
 		break
 	}
-	if len(out.msgs) == 0 && isClosedRecv(p.closed) && len(p.ch) == 0 {
+	if len(out.msgs) == 0 && isClosed(p.closed) && len(p.ch) == 0 {
 		return nil, errPullStopped
 	}
 	return out.batch(), nil
-}
-
-func isClosedRecv(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }

@@ -238,7 +238,7 @@ func (r *Reader) read(batch int, wait time.Duration) (jetstream.MessageBatch, er
 	return out.batch(), nil
 }
 
-func isClosed(c chan struct{}) bool {
+func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true
