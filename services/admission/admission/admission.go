@@ -726,18 +726,24 @@ func (s *Service) decide(ctx context.Context) error {
 		}
 	}
 	if preemption != nil {
-		// After the decisions before it, so that its victims' sequences
-		// include this run's own publications about them.
-		live, err := s.victimsStill(preemption.ev)
-		if err != nil {
-			return err
-		}
-		if live != nil {
-			preemption.ev = *live
-			later = append(later, *preemption)
-		}
+		later = append(later, *preemption)
 	}
 	for i, d := range later {
+		if d.Kind == engine.DecidedPreemption {
+			// Last, after every decision before it, so that its victims'
+			// sequences include this run's own publications about them,
+			// the later ones among them: a victim may have been admitted
+			// a cycle before, by a decision that waited here for an
+			// earlier one about the same workload.
+			live, err := s.victimsStill(d.ev)
+			if err != nil {
+				return err
+			}
+			if live == nil {
+				break
+			}
+			d.ev = *live
+		}
 		expect := s.expect(d)
 		seq, _, err := bus.Publish(ctx, s.js, d.ev, &expect)
 		if err := s.published(ctx, d, d.ev, seq, err, mentions(later[i+1:], d.ev.Subject) || mentions(s.held, d.ev.Subject)); err != nil {
@@ -748,17 +754,21 @@ func (s *Service) decide(ctx context.Context) error {
 }
 
 // victimsStill checks a preemption request against the log read since it
-// was decided, and against this run's own publications since (a victim
+// was decided, and against this run's own publications since: a victim
 // admitted earlier in the same run is chosen at its sequence before that
-// admission, which the preemptor's fence would refuse). A request held while an earlier one's evictions came in
-// was decided on an older state: a victim that finished or was deleted
-// since needs no eviction (its quota is free already), and the preemptor
-// would never evict it (its fence is the victim's sequence when chosen),
-// so waiting for that eviction would stall admission for good. Such
-// victims are dropped from the request; nil means none is left and the
-// request is not published. A victim that changed any other way (ready
-// pods, a new priority, another eviction) means the engine is ahead of
-// the log: the log is replayed and the decision made again.
+// admission, which the preemptor's fence would refuse, and admission
+// would then wait for good for an eviction that never comes. So it is
+// called only once every decision before the request is published.
+//
+// A request held while an earlier one's evictions came in was decided on
+// an older state: a victim that finished or was deleted since needs no
+// eviction (its quota is free already), and the preemptor would never
+// evict it (its fence is the victim's sequence when chosen), so waiting
+// for that eviction would stall admission for good. Such victims are
+// dropped from the request; nil means none is left and the request is
+// not published. A victim that changed any other way (ready pods, a new
+// priority, another eviction) means the engine is ahead of the log: the
+// log is replayed and the decision made again.
 func (s *Service) victimsStill(req events.Event) (*events.Event, error) {
 	d := req.Data.(*events.PreemptionRequestedData)
 	kept := *d
