@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/retention"
 	"github.com/jetqueue/jetqueue/libs/service"
 	"github.com/jetqueue/jetqueue/libs/testenv"
@@ -290,38 +292,41 @@ func stringsOf(b [][]byte) []string {
 }
 
 // evictedSince returns the evictions published after *since (a stream
-// sequence) by reason, from the workloads' histories, and moves *since to
-// the latest event seen. It keeps the latest event time it read in
-// s.latest.
+// sequence) by reason, read from the log (a workload evicted and then
+// deleted has no history left to read them from), and moves *since to
+// the log's last sequence. It keeps the latest event time it read in the
+// workloads' histories in s.latest.
 func (s *system) evictedSince(since *uint64) map[string]string {
 	s.t.Helper()
-	out := map[string]string{}
-	last := *since
 	for _, v := range s.workloads() {
 		var detail struct {
 			Events []struct {
-				Seq  uint64          `json:"seq"`
-				Type string          `json:"type"`
-				Time time.Time       `json:"time"`
-				Data json.RawMessage `json:"data"`
+				Seq  uint64    `json:"seq"`
+				Type string    `json:"type"`
+				Time time.Time `json:"time"`
 			} `json:"events"`
 		}
 		s.call("GET", "/v1/workloads/"+v.Namespace+"/"+v.Name, nil, &detail)
 		for _, e := range detail.Events {
-			last = max(last, e.Seq)
 			if e.Time.After(s.latest.at) {
 				s.latest.at, s.latest.what = e.Time, fmt.Sprintf("%s of %s/%s (#%d)", e.Type, v.Namespace, v.Name, e.Seq)
 			}
-			if e.Seq <= *since || e.Type != "io.jetqueue.workload.evicted.v1" {
-				continue
-			}
-			var d struct {
-				Reason string `json:"reason"`
-			}
-			_ = json.Unmarshal(e.Data, &d)
-			out[v.Namespace+"/"+v.Name] = d.Reason
 		}
 	}
+	out := map[string]string{}
+	last := *since
+	s.readLog(func(seq uint64, m jetstream.Msg) {
+		last = seq
+		if seq <= *since || m.Headers().Get(events.HeaderType) != string(events.Evicted) {
+			return
+		}
+		ev, err := bus.Decode(m)
+		if err != nil {
+			s.t.Fatalf("event at sequence %d does not decode: %v", seq, err)
+		}
+		d := ev.Data.(*events.EvictedData)
+		out[d.Namespace+"/"+d.Name] = d.Reason
+	})
 	*since = last
 	return out
 }

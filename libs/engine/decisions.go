@@ -46,6 +46,11 @@ func (e *Engine) DrainDecisions() []Decision {
 	return out
 }
 
+// Undrained is the decisions made since the last DrainDecisions, which
+// the caller must not change: a service notes what it knew when each was
+// made (see the admission service's fences).
+func (e *Engine) Undrained() []Decision { return e.decisions }
+
 func (e *Engine) record(d Decision) {
 	if e.recording {
 		e.decisions = append(e.decisions, d)

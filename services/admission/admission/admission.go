@@ -102,6 +102,11 @@ type Service struct {
 	// chain is the sequence each subject is at after this run's own
 	// publications, which the run's later decisions about it expect.
 	chain map[string]uint64
+	// fences are the positions of the decisions the engine made while an
+	// event was applied, by their index among the undrained ones: a
+	// decision is fenced at what this instance had read when it was made,
+	// not when it is published (see fence).
+	fences map[int]fence
 	// seen is the latest event time read: decisions are not stamped
 	// before what they answer (within MaxSkew, or on the manual clock
 	// once this copy of it has caught up).
@@ -241,6 +246,7 @@ func (s *Service) reset() {
 	s.onSubj, s.mine, s.last = map[string]uint64{}, map[string]bool{}, 0
 	s.open, s.waiting, s.closed = map[string]*openBatch{}, map[string]string{}, map[string]time.Time{}
 	s.held, s.awaiting, s.chain, s.requested = nil, map[string]bool{}, map[string]uint64{}, nil
+	s.fences = map[int]fence{}
 	s.floor = 0
 	s.seen, s.decided = time.Time{}, false
 	s.trees, s.handovers, s.sentRelease = map[string]string{}, nil, map[string]bool{}
@@ -410,10 +416,12 @@ func (s *Service) process(r read) error {
 	if d, ok := ev.Data.(*events.PreemptionRequestedData); ok {
 		s.noteRequested(ev, d)
 	}
+	made := len(s.eng.Undrained())
 	if err := s.apply(ev); err != nil {
 		s.rt.Skip(r.seq, string(ev.Type), err)
 		return nil
 	}
+	s.fence(made)
 	s.noteTree(ev, r.seq)
 	s.track(r.subject, r.seq, events.Ends(ev.Type))
 	return nil
@@ -436,6 +444,42 @@ func (s *Service) track(subject string, seq uint64, ended bool) {
 		// decision about it.
 		s.onSubj[subject] = seq
 	}
+}
+
+// fence is where a decision made while an event was applied was made: its
+// workload's subject position then, and its victims' if it preempts.
+type fence struct {
+	at      uint64
+	victims []uint64
+}
+
+// fence notes the position of each decision the engine made since the
+// first made ones, while an event was applied. Under blockAdmission the
+// event that lets the last admitted workload be ready resumes the held
+// cycle at once (as Kueue's scheduler wakes), and the cycle's admissions
+// are made there, before the rest of the batch is applied: a workload
+// admitted then and finished by the next event of the batch must be
+// fenced before its finish, which then refuses the admission, and not
+// after it, which would publish an admission of a finished workload.
+func (s *Service) fence(made int) {
+	for i, d := range s.eng.Undrained()[made:] {
+		s.fences[made+i] = s.fenceNow(d)
+	}
+}
+
+// fenceNow is where decision d stands by what this instance has read.
+func (s *Service) fenceNow(d engine.Decision) fence {
+	f := fence{at: s.onSubj[keySubject(d.Key)]}
+	for _, t := range d.Targets {
+		f.victims = append(f.victims, s.onSubj[keySubject(t.Workload.Key)])
+	}
+	return f
+}
+
+// keySubject is the subject of the workload namespace/name.
+func keySubject(key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	return events.WorkloadSubject(ns, name)
 }
 
 // apply folds one event into the engine; see replay.Apply.
@@ -667,12 +711,17 @@ func (s *Service) decide(ctx context.Context) error {
 		s.eng.DrainEvictions()
 		s.chain = map[string]uint64{}
 		for i, d := range s.eng.DrainDecisions() {
-			ev, err := s.event(d, now, i)
+			f, early := s.fences[i]
+			if !early {
+				f = s.fenceNow(d)
+			}
+			ev, err := s.event(d, now, i, f.victims)
 			if err != nil {
 				return err
 			}
-			s.held = append(s.held, decision{Decision: d, at: now, ev: ev, expect: s.onSubj[ev.Subject]})
+			s.held = append(s.held, decision{Decision: d, at: now, ev: ev, expect: f.at})
 		}
+		clear(s.fences)
 	}
 	if len(s.held) == 0 {
 		return nil
@@ -907,8 +956,9 @@ func (s *Service) published(ctx context.Context, d decision, ev events.Event, se
 
 // event renders a decision. Its id is derived from the stream position it
 // was decided at, so a new leader deciding the same thing at the same
-// position is deduplicated by JetStream.
-func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, error) {
+// position is deduplicated by JetStream. victimSeqs are the positions a
+// preemption's victims were chosen at (see fence).
+func (s *Service) event(d engine.Decision, now time.Time, i int, victimSeqs []uint64) (events.Event, error) {
 	ns, name, _ := strings.Cut(d.Key, "/")
 	ref := events.WorkloadRef{Namespace: ns, Name: name}
 	// Each shard decides at the same positions: its own prefix keeps
@@ -928,11 +978,11 @@ func (s *Service) event(d engine.Decision, now time.Time, i int) (events.Event, 
 		ev.Type, ev.Data = events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: d.EvictionReason}
 	case engine.DecidedPreemption:
 		data := &events.PreemptionRequestedData{WorkloadRef: ref}
-		for _, t := range d.Targets {
+		for j, t := range d.Targets {
 			vns, vname, _ := strings.Cut(t.Workload.Key, "/")
 			data.ClusterQueue = t.PreemptorCQ
 			data.Victims = append(data.Victims, events.Victim{WorkloadRef: events.WorkloadRef{Namespace: vns, Name: vname},
-				ClusterQueue: t.Workload.ClusterQueue, Kind: t.Kind, Seq: s.onSubj[events.WorkloadSubject(vns, vname)]})
+				ClusterQueue: t.Workload.ClusterQueue, Kind: t.Kind, Seq: victimSeqs[j]})
 		}
 		ev.Type, ev.Data = events.PreemptionRequested, data
 	default:
