@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZHANDLERS ?= 40x
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-console bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos
+.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-console bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos services-vs-simulator
 
 build:
 	@mkdir -p $(BIN)
@@ -35,6 +35,20 @@ e2e:
 ## conformance: every scenario in conformance/ through `jqctl simulate` (also part of unit).
 conformance:
 	cd cmd/jqctl && $(GO) test -count=1 -run 'TestConformance' -v . | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok)' 
+
+## services-vs-simulator: AGREE_COUNT random scenarios from the difftest
+## generator (profile all, seed AGREE_SEED, only those Kueue settles, so
+## ORACLE is built when missing) played on the whole system and checked, at
+## every expect step, against the simulator's run of the same file. Not
+## part of `make test`: about two seconds per scenario on 2 cores.
+AGREE_SEED ?= 1
+AGREE_COUNT ?= 100
+services-vs-simulator:
+	@[ -x "$(ORACLE)" ] || $(DIFFTEST)/oracle/build.sh $(abspath $(ORACLE))
+	rm -rf $(BIN)/agree && python3 $(DIFFTEST)/gen-scenarios.py --seed $(AGREE_SEED) --count $(AGREE_COUNT) \
+		--profile all --out $(abspath $(BIN))/agree --oracle $(abspath $(ORACLE))
+	cd e2e && JQ_AGREE_DIR=$(abspath $(BIN))/agree $(GO) test -count=1 -parallel 3 -timeout 120m \
+		-run '^TestServicesAgreeWithSimulator$$' .
 
 ## chaos: the fault-injection suite (e2e/chaos, also part of e2e for 75s) for
 ## longer: CHAOS_DURATION of load (default 10m); CHAOS_SEED replays a run.

@@ -434,6 +434,15 @@ func (s *shapes) of(podSets []scheduler.PodSetAdmission) shape {
 	return sh
 }
 
+// ExpectOf is the expectation that checkpoint cp meets in full (every
+// field checked), for another runner of the same scenario: the services
+// must observe at each expect step what the simulator did.
+func ExpectOf(cp Checkpoint) *Expect {
+	pending, inactive, finished := slices.Clone(cp.Pending), slices.Clone(cp.Inactive), slices.Clone(cp.Finished)
+	return &Expect{Admitted: cp.Admitted, Pending: &pending, Evicted: cp.Evicted, Inactive: &inactive,
+		Finished: &finished, PodCounts: cp.PodCounts, hasAdmitted: true, hasEvicted: true}
+}
+
 // Check compares one expect step with an observed checkpoint and returns
 // the mismatches. The diffs are plain text so they read the same in every
 // version. The end-to-end suite checks the services' state with it too.

@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jetqueue/jetqueue/libs/sim"
+)
+
+// TestServicesAgreeWithSimulator plays every scenario of $JQ_AGREE_DIR on
+// the whole system, as TestConformanceEndToEnd plays the conformance
+// scenarios, and checks at each expect step that the services observe in
+// full (admitted with flavors and pod counts, pending, evicted, inactive,
+// finished) what the simulator's run of the same file observed there.
+// `make services-vs-simulator` fills the directory with random scenarios
+// from the difftest generator, which check the simulator against Kueue;
+// this checks the services against the simulator. Without the variable
+// it skips: CI runs the conformance scenarios, which hold the reproducers
+// this found.
+func TestServicesAgreeWithSimulator(t *testing.T) {
+	dir := os.Getenv("JQ_AGREE_DIR")
+	if dir == "" {
+		t.Skip("JQ_AGREE_DIR is not set (make services-vs-simulator sets it)")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := sim.Parse(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want, err := sim.Run(sc)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, cp := range want.Checkpoints {
+			if cp.Step < len(sc.Steps) && sc.Steps[cp.Step].Expect != nil {
+				sc.Steps[cp.Step].Expect = sim.ExpectOf(cp)
+			}
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			t.Parallel()
+			play(t, sc)
+		})
+	}
+}
