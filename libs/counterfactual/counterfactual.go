@@ -177,7 +177,7 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 		return Result{Outcome: NotPending, Changes: []Change{}}, nil
 	}
 	s.fast = s.trimmed(base)
-	base.Engine.RunToQuiescence(now)
+	base.Engine.RunToRest(now)
 	base.Engine.DrainEvictions()
 	s.probes = 1
 	if base.Engine.Workload(key).Status == engine.Admitted {
@@ -252,7 +252,7 @@ func (s *search) run(build func() (*history.State, error), change func(*history.
 	if err := change(st); err != nil {
 		return probe{}, err
 	}
-	st.Engine.RunToQuiescence(s.now)
+	st.Engine.RunToRest(s.now)
 	st.Engine.DrainEvictions()
 	w := st.Engine.Workload(s.key)
 	p := probe{after: admittedSet(st.Engine), eng: st.Engine}

@@ -82,6 +82,7 @@ func (e *Engine) clone(drop map[string]bool) *Engine {
 		changes:      e.changes,
 		settledAt:    e.settledAt,
 		settled:      e.settled,
+		condWrites:   e.condWrites,
 		cutLoop:      e.cutLoop,
 		admissionSeq: e.admissionSeq,
 		timerSeq:     e.timerSeq,

@@ -575,7 +575,7 @@ func TestCloneCoversEveryField(t *testing.T) {
 		{Engine{}, []string{"toDrain", "flavors", "clusterQueues", "localQueues", "wpcs", "pcs", "config", "compiled",
 			"inactive", "usage", "workloads", "pending", "deactivated", "lqUse", "queues", "evictions", "podsReady",
 			"recording", "decisions", "epoch", "fpEpoch", "fpSum", "fpValid", "fpTouched", "inRun", "changes",
-			"settledAt", "settled", "noPreemption", "cutLoop", "admissionSeq", "timerSeq", "evictedAt", "evictedTick",
+			"settledAt", "settled", "condWrites", "noPreemption", "cutLoop", "admissionSeq", "timerSeq", "evictedAt", "evictedTick",
 			"admittedHash", "pass", "finishedQueued", "cohortGens", "onCycle", "triedHashed", "releasedIn",
 			"afterCycle", "resBuf", "cellBuf", "snap", "snapPreempting", "snapDirty", "snapOps", "nsLabels", "shard",
 			"heldTree"}},

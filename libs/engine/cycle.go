@@ -189,6 +189,7 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 		}
 		if !w.condPending {
 			w.condPending = true
+			e.condWrites++
 			updates = append(updates, w)
 		}
 	}
@@ -592,6 +593,28 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 	return MaxCycles
 }
 
+// RunToRest runs to quiescence, and again for as long as a run wrote a
+// workload's first Pending condition. That write is an update Kueue's
+// workload controller handles by requeueing the workload without its
+// retry state (see updated), so a workload's first attempt leaves the
+// fingerprint as it found it and can end a run on a repeated state while
+// its next attempt would go on to the next flavor and fit: FORMAT.md's
+// rule stops there (the oracle and the simulator settle again at the next
+// step), but Kueue's scheduler never stops, and a service that stopped
+// there would leave the workload pending with its quota free until some
+// unrelated event. A run that writes no first condition ends at rest.
+// The admission service and the models of it (what-if, history, ETA,
+// explain) call this; the simulator keeps the scenario rule (Settle).
+func (e *Engine) RunToRest(now time.Time) int {
+	writes := e.condWrites
+	n := e.RunToQuiescence(now)
+	for e.condWrites != writes && !e.cutLoop && n < MaxCycles {
+		writes = e.condWrites
+		n += e.Settle(now)
+	}
+	return n
+}
+
 // Settle runs to quiescence even when nothing changed since the last run
 // ended, as the oracle settles again before each expect and at the end of
 // a scenario (and on both sides of an advance): a run ends at a repeated
@@ -638,6 +661,7 @@ func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) (update *Wo
 		return nil
 	}
 	w.condPending = true
+	e.condWrites++
 	return w
 }
 

@@ -159,6 +159,9 @@ type Engine struct {
 	// last run to quiescence ended.
 	changes, settledAt uint64
 	settled            bool
+	// condWrites counts the first Pending conditions written (see
+	// RunToRest).
+	condWrites uint64
 	// noPreemption is set for the rest of a run once it has looped
 	// (see RunToQuiescence); cutLoop is set when the last run did.
 	noPreemption, cutLoop bool

@@ -149,3 +149,75 @@ func preemptingWorld(rng *rand.Rand) string {
 	}
 	return b.String()
 }
+
+// TestRunToRestGoesOnWhereTheRuleStops: a workload's first attempt writes
+// its Pending condition, an update that drops its retry state, so the
+// attempt leaves the fingerprint as it found it. RunToQuiescence then ends
+// on a repeated state with w5 pending though flavor f2 fits it (FORMAT.md's
+// rule, which the simulator keeps); RunToRest goes on and admits it, as
+// Kueue's scheduler, which never stops, does (conformance 205).
+func TestRunToRestGoesOnWhereTheRuleStops(t *testing.T) {
+	const world = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: f1}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: f2}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  flavorFungibility: {whenCanBorrow: Borrow, whenCanPreempt: Preempt}
+  preemption: {withinClusterQueue: Never}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: f1
+      resources: [{name: cpu, nominalQuota: "4"}, {name: memory, nominalQuota: 16Gi}]
+    - name: f2
+      resources: [{name: cpu, nominalQuota: "12"}, {name: memory, nominalQuota: 4Gi}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+`
+	wl := func(name string, count int, cpu, mem string) string {
+		return fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: %s, namespace: ns}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: %d
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "%s", memory: %s}}}]}}
+`, name, count, cpu, mem)
+	}
+	for _, rest := range []bool{false, true} {
+		e := New()
+		apply(t, e, world)
+		submit(t, e, wl("w1", 2, "2", "1Gi"))
+		e.RunToQuiescence(t0)
+		submit(t, e, wl("w4", 2, "2", "8Gi")+"---"+wl("w5", 1, "2", "2Gi"))
+		if rest {
+			e.RunToRest(t0)
+		} else {
+			e.RunToQuiescence(t0)
+		}
+		got := e.Workload("ns/w5").Status
+		want := Pending
+		if rest {
+			want = Admitted
+		}
+		if got != want || e.Workload("ns/w4").Status != Pending || e.Workload("ns/w1").Status != Admitted {
+			t.Errorf("rest %v: w1 %v w4 %v w5 %v, want w1 admitted, w4 pending, w5 %v", rest,
+				e.Workload("ns/w1").Status, e.Workload("ns/w4").Status, got, want)
+		}
+	}
+}

@@ -454,9 +454,9 @@ func (s *sim) schedule(k string, at time.Time) {
 	heap.Push(&s.queue, finishStep{at: end, key: k, gen: s.gen[k], fin: f})
 }
 
-// settle runs the engine to quiescence at at and notes the admissions.
+// settle runs the engine to rest at at (as admission does) and notes the admissions.
 func (s *sim) settle(at time.Time, done []Finish) {
-	s.eng.RunToQuiescence(at)
+	s.eng.RunToRest(at)
 	for _, d := range s.eng.DrainDecisions() {
 		if d.Kind != engine.DecidedAdmission {
 			continue

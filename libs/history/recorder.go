@@ -133,11 +133,11 @@ func (r *Recorder) PodsReady(key string, at time.Time) error {
 	return nil
 }
 
-// Settle runs the engine to quiescence at at and records its decisions,
+// Settle runs the engine to rest at at (as admission does) and records its decisions,
 // each named, as admission names its own, by the log position it was
 // decided at (events.DecisionID).
 func (r *Recorder) Settle(at time.Time) {
-	r.Eng.RunToQuiescence(at)
+	r.Eng.RunToRest(at)
 	r.Admitted = r.Admitted[:0]
 	pos := r.seq
 	for i, d := range r.Eng.DrainDecisions() {

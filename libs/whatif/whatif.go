@@ -1073,10 +1073,10 @@ func queueName(raw json.RawMessage) string {
 	return wl.Spec.QueueName
 }
 
-// settle runs the engine to quiescence and follows its decisions.
+// settle runs the engine to rest (as admission does) and follows its decisions.
 func (s *simulation) settle(at time.Time) {
 	s.steps++
-	s.eng.RunToQuiescence(at)
+	s.eng.RunToRest(at)
 	s.follow(at)
 }
 

@@ -707,7 +707,7 @@ func (s *Service) decide(ctx context.Context) error {
 	if len(s.held) == 0 {
 		now := s.now(ctx)
 		s.cycleStart = s.cfg.Wall()
-		s.eng.RunToQuiescence(now)
+		s.eng.RunToRest(now)
 		s.eng.DrainEvictions()
 		s.chain = map[string]uint64{}
 		for i, d := range s.eng.DrainDecisions() {
