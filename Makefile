@@ -39,15 +39,17 @@ conformance:
 ## services-vs-simulator: AGREE_COUNT random scenarios from the difftest
 ## generator (profile all, seed AGREE_SEED, only those Kueue settles, so
 ## ORACLE is built when missing) played on the whole system and checked, at
-## every expect step, against the simulator's run of the same file. Not
+## every expect step, against the simulator's run of the same file to rest
+## (as admission decides); AGREE_SHARDS=N runs admission as N shards. Not
 ## part of `make test`: about two seconds per scenario on 2 cores.
 AGREE_SEED ?= 1
 AGREE_COUNT ?= 100
+AGREE_SHARDS ?=
 services-vs-simulator:
 	@[ -x "$(ORACLE)" ] || $(DIFFTEST)/oracle/build.sh $(abspath $(ORACLE))
 	rm -rf $(BIN)/agree && python3 $(DIFFTEST)/gen-scenarios.py --seed $(AGREE_SEED) --count $(AGREE_COUNT) \
 		--profile all --out $(abspath $(BIN))/agree --oracle $(abspath $(ORACLE))
-	cd e2e && JQ_AGREE_DIR=$(abspath $(BIN))/agree $(GO) test -count=1 -parallel 3 -timeout 120m \
+	cd e2e && JQ_AGREE_DIR=$(abspath $(BIN))/agree JQ_AGREE_SHARDS=$(AGREE_SHARDS) $(GO) test -count=1 -parallel 3 -timeout 120m \
 		-run '^TestServicesAgreeWithSimulator$$' .
 
 ## chaos: the fault-injection suite (e2e/chaos, also part of e2e for 75s) for

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/jetqueue/jetqueue/libs/sim"
@@ -36,29 +35,13 @@ func TestServicesAgreeWithSimulator(t *testing.T) {
 		}
 		shards = n
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios in %s: %v", dir, err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := sim.Parse(data)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for name, sc := range scenarios(t, filepath.Join(dir, "*.yaml")) {
 		want, err := sim.RunAtRest(sc)
 		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+			t.Fatalf("%s: %v", name, err)
 		}
-		for _, cp := range want.Checkpoints {
-			if cp.Step < len(sc.Steps) && sc.Steps[cp.Step].Expect != nil {
-				sc.Steps[cp.Step].Expect = sim.ExpectOf(cp)
-			}
-		}
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+		expectAll(sc, want)
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			if shards == 0 {
 				play(t, sc)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"iter"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,35 +29,53 @@ import (
 // such conformance scenario) is checked against the simulator run to rest
 // at its expect steps instead, in full.
 func TestConformanceEndToEnd(t *testing.T) {
-	files, err := filepath.Glob("../conformance/*/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := sim.Parse(data)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for name, sc := range scenarios(t, "../conformance/*/*.yaml") {
 		left, err := sim.LeftBehind(sc)
 		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+			t.Fatalf("%s: %v", name, err)
 		}
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			if left != nil {
 				t.Logf("checked against the simulator run to rest: %s", left.Mismatches[0])
-				for _, cp := range left.Checkpoints {
-					if cp.Step < len(sc.Steps) && sc.Steps[cp.Step].Expect != nil {
-						sc.Steps[cp.Step].Expect = sim.ExpectOf(cp)
-					}
-				}
+				expectAll(sc, left)
 			}
 			play(t, sc)
 		})
+	}
+}
+
+// scenarios reads and parses every scenario file matching pattern, by
+// name (the file's, without .yaml), in the order of the files.
+func scenarios(t *testing.T, pattern string) iter.Seq2[string, *sim.Scenario] {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios match %s: %v", pattern, err)
+	}
+	return func(yield func(string, *sim.Scenario) bool) {
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := sim.Parse(data)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if !yield(strings.TrimSuffix(filepath.Base(f), ".yaml"), sc) {
+				return
+			}
+		}
+	}
+}
+
+// expectAll makes every expect step of sc check, in full, what res
+// observed there.
+func expectAll(sc *sim.Scenario, res *sim.Result) {
+	for _, cp := range res.Checkpoints {
+		if cp.Step < len(sc.Steps) && sc.Steps[cp.Step].Expect != nil {
+			sc.Steps[cp.Step].Expect = sim.ExpectOf(cp)
+		}
 	}
 }
 
