@@ -818,32 +818,25 @@ func (s *search) toleration() []Change {
 			if len(taints) == 0 {
 				continue
 			}
-			wl := s.wl.Object.DeepCopy()
-			for i := range wl.Spec.PodSets {
-				spec := &wl.Spec.PodSets[i].Template.Spec
-				for _, t := range taints {
-					spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect})
-				}
-			}
-			if t := taints[0]; t.Value == "" {
-				for i := range wl.Spec.PodSets {
-					tl := wl.Spec.PodSets[i].Template.Spec.Tolerations
-					for j := range tl {
-						if tl[j].Key == t.Key && tl[j].Value == "" && tl[j].Operator == corev1.TolerationOpEqual {
-							tl[j].Operator = corev1.TolerationOpExists
+			tolerate := func(pss []scheduler.PodSet) {
+				for i := range pss {
+					for _, t := range taints {
+						pss[i].Tolerations = append(pss[i].Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect})
+					}
+					if t := taints[0]; t.Value == "" {
+						tl := pss[i].Tolerations
+						for j := range tl {
+							if tl[j].Key == t.Key && tl[j].Value == "" && tl[j].Operator == corev1.TolerationOpEqual {
+								tl[j].Operator = corev1.TolerationOpExists
+							}
 						}
 					}
 				}
 			}
 			// A workload's spec is not updated in place: the user
-			// deletes it and submits it again, and the front door
-			// stamps it created now, behind the workloads of its queue.
+			// deletes it and submits it again (Resubmit).
 			p, err := s.try(func(st *history.State) error {
-				if err := st.Engine.Delete(s.key, s.now); err != nil {
-					return err
-				}
-				_, err := st.Engine.Submit(wl.DeepCopy(), s.now)
-				return err
+				return st.Engine.Resubmit(s.key, s.now, tolerate)
 			})
 			if err != nil {
 				return out

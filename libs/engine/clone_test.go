@@ -578,11 +578,11 @@ func TestCloneCoversEveryField(t *testing.T) {
 			"settledAt", "settled", "condWrites", "noPreemption", "cutLoop", "admissionSeq", "timerSeq", "evictedAt", "evictedTick",
 			"admittedHash", "pass", "finishedQueued", "cohortGens", "onCycle", "triedHashed", "releasedIn",
 			"afterCycle", "resBuf", "cellBuf", "snap", "snapPreempting", "snapDirty", "snapOps", "nsLabels", "shard",
-			"heldTree"}},
+			"heldTree", "admissions"}},
 		{Workload{}, []string{"Object", "Info", "Status", "Admission", "AdmittedAt", "Reason", "Evictions",
 			"PodsReady", "RequeueCount", "RequeueAt", "evictedPriority", "backoffUpdated", "evictedUnset", "timedOut",
 			"stale", "staleAt", "admissionSeq", "timerSeq", "record", "queuedIn", "hash", "hashEpoch", "hashGroup",
-			"keyHash", "triedFor", "triedFrom", "triedHash", "finishedIn", "listed", "publishedReason", "condPending"}},
+			"keyHash", "triedFor", "triedFrom", "triedHash", "finishedIn", "listed", "publishedReason", "condPending", "adjusted"}},
 		{cqState{}, []string{"admitted", "total", "generation", "dirty"}},
 		{lqUse{}, []string{"reserving", "total"}},
 	} {

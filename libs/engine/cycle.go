@@ -220,7 +220,7 @@ func (e *Engine) updated(w *Workload, now time.Time) {
 			return
 		}
 		w.Info.LastTried = nil
-		if limitsWithoutRequests(w.Object) {
+		if w.adjusted {
 			e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
 		}
 	}
@@ -403,7 +403,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	e.snapUsageChanged(ad.ClusterQueue, st)
 	w.queuedIn = ""
 	e.setStatus(w, Admitted)
-	w.Admission = &ad
+	w.Admission = e.shared(ad)
 	w.AdmittedAt = now
 	w.Reason = nil
 	w.condPending = false

@@ -36,6 +36,8 @@ const (
 
 // Workload is the engine's record of one workload.
 type Workload struct {
+	// Object is the workload as submitted, without its podSets (see
+	// withoutTemplates): Info holds what the scheduler reads of them.
 	Object    *api.Workload
 	Info      *scheduler.Workload
 	Status    Status
@@ -107,6 +109,10 @@ type Workload struct {
 	// otherwise (none yet, Inadmissible, Waiting) is an update the
 	// workload controller handles (see updated).
 	condPending bool
+	// adjusted is set when some container has a limit for a resource it
+	// does not request (see limitsWithoutRequests), read from the
+	// templates at submission.
+	adjusted bool
 }
 
 // Engine holds the whole admission state.
@@ -216,6 +222,9 @@ type Engine struct {
 	// (see SetShard).
 	shard    Shard
 	heldTree func(tree string) bool
+	// admissions are admissions held by admitted workloads, by hash, for
+	// equal ones to share (see shared).
+	admissions map[uint64]*scheduler.Admission
 }
 
 // snapOp lists (add) or unlists an admitted workload in the snapshot.

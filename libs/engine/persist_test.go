@@ -354,13 +354,14 @@ func TestSnapshotCodecCoversEveryField(t *testing.T) {
 		v      any
 		fields []string
 	}{
-		{snapWorkload{}, []string{"Object", "Created", "QueueTime", "ClusterQueue", "Priority", "LastTried", "Status",
+		{snapWorkload{}, []string{"Object", "PodSets", "Misconfigured", "Adjusted", "Created", "QueueTime", "ClusterQueue", "Priority", "LastTried", "Status",
 			"Admission", "AdmittedAt", "AdmissionSeq", "Reason", "Evictions", "PodsReady", "RequeueCount", "RequeueAt",
 			"QueuedIn", "FinishedIn", "PublishedReason", "CondPending", "Listed", "EvictedPriority", "BackoffUpdated", "EvictedUnset", "TimedOut", "TimerSeq",
 			"FinishedQueued"}},
 		{api.Workload{}, []string{"TypeMeta", "ObjectMeta", "Spec"}},
 		{api.WorkloadSpec{}, []string{"PodSets", "QueueName", "PriorityClassName", "Priority", "PriorityClassSource", "Active"}},
-		{api.PodSet{}, []string{"Name", "Template", "Count", "MinCount"}},
+		// reqs is a cache, rebuilt on demand.
+		{scheduler.PodSet{}, []string{"Name", "Count", "MinCount", "PerPod", "NodeSelector", "Affinity", "Tolerations", "reqs"}},
 		{metav1.TypeMeta{}, []string{"Kind", "APIVersion"}},
 		{scheduler.Reason{}, []string{"Token", "PodSet", "Resource", "Flavor", "Cohort", "Shortfall", "Message"}},
 		{scheduler.TriedFlavors{}, []string{"Index", "ClusterQueueGen", "CohortGen"}},
@@ -392,18 +393,72 @@ func TestSnapshotCodecRoundTripsAnObject(t *testing.T) {
 					Spec: corev1.PodSpec{NodeSelector: map[string]string{"k": "v"}, Containers: []corev1.Container{{Name: "c",
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("1500m")}}}}}}}}}},
+		{Spec: api.WorkloadSpec{PodSets: []api.PodSet{{Name: "a", Count: 1, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{}, Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "z", Operator: corev1.NodeSelectorOpIn, Values: []string{"1"}}}}}}}},
+			Containers: []corev1.Container{{Name: "c"}}}}}, {Name: "b", Count: 2, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{}, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("0")}}}}}}}}}},
 	} {
+		kept, info := withoutTemplates(o), buildInfo(o, "ns/w", time.Time{}, nil)
 		var w snapWriter
-		if err := w.object(o); err != nil {
+		if err := w.object(kept); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.podSets(info.PodSets); err != nil {
 			t.Fatal(err)
 		}
 		r := snapReader{b: w.b}
-		back := r.object()
+		back, pss := r.object(), r.podSets()
 		if r.err != nil || len(r.b) > 0 {
 			t.Fatalf("%v, %d bytes left", r.err, len(r.b))
 		}
-		if d := cmp.Diff(o, back); d != "" {
+		if d := cmp.Diff(kept, back); d != "" {
 			t.Errorf("object differs after the codec (-before +after):\n%s", d)
 		}
+		if d := cmp.Diff(info.PodSets, pss, cmp.AllowUnexported(scheduler.PodSet{})); d != "" {
+			t.Errorf("podSets differ after the codec (-before +after):\n%s", d)
+		}
+	}
+}
+
+// TestSubmitKeepsNoTemplate: the engine keeps a workload's object without
+// its podSets and the caller's object as it was, and a workload restored
+// from a snapshot has the scheduler view the submitted one had.
+func TestSubmitKeepsNoTemplate(t *testing.T) {
+	e := New()
+	wl := &api.Workload{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"}, Spec: api.WorkloadSpec{QueueName: "lq",
+		PodSets: []api.PodSet{{Name: "main", Count: 2, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}}}}}
+	before := wl.DeepCopy()
+	w, err := e.Submit(wl, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Object.Spec.PodSets != nil {
+		t.Errorf("the engine keeps %d podSets with their templates", len(w.Object.Spec.PodSets))
+	}
+	if d := cmp.Diff(before, wl); d != "" {
+		t.Errorf("Submit changed the caller's object (-before +after):\n%s", d)
+	}
+	// Limits without requests (memory): Kueue's AdjustResources case.
+	if !w.adjusted || len(w.Info.PodSets) != 1 || w.Info.PodSets[0].PerPod[corev1.ResourceCPU] != 1000 || len(w.Info.PodSets[0].Tolerations) != 1 {
+		t.Errorf("adjusted %v, podSets %+v", w.adjusted, w.Info.PodSets)
+	}
+	snap, err := e.EncodeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.Workload("ns/w")
+	if d := cmp.Diff(w.Info, got.Info, cmp.AllowUnexported(scheduler.PodSet{})); d != "" || got.adjusted != w.adjusted {
+		t.Errorf("restored workload differs (adjusted %v, -before +after):\n%s", got.adjusted, d)
 	}
 }

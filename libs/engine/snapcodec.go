@@ -4,8 +4,8 @@ package engine
 // nearly all of a snapshot (every finished workload stays until it is
 // deleted), and decoding them from JSON by reflection was nearly all of a
 // restart: here each workload is a length-prefixed record of fixed
-// fields, and the Kubernetes parts of its object (ObjectMeta, each pod
-// template) are in Kubernetes' own protobuf encoding, decoded by the
+// fields, and the Kubernetes parts of it (ObjectMeta, each podSet's
+// tolerations and node affinity) are in Kubernetes' own protobuf encoding, decoded by the
 // generated code of k8s.io/api. Records are length-prefixed so that they
 // are split first and decoded on every CPU.
 //
@@ -210,19 +210,98 @@ func (w *snapWriter) object(o *api.Workload) error {
 	if s.Active != nil {
 		w.bool(*s.Active)
 	}
-	// nil and empty podSets are told apart: both decode from JSON.
-	w.bool(s.PodSets != nil)
-	w.uvarint(uint64(len(s.PodSets)))
-	for i := range s.PodSets {
-		ps := &s.PodSets[i]
-		w.str(ps.Name)
-		if err := w.proto(&ps.Template); err != nil {
-			return err
-		}
-		w.varint(int64(ps.Count))
-		w.optInt32(ps.MinCount)
+	if s.PodSets != nil {
+		// The engine keeps none (see withoutTemplates): what it read of
+		// them is written by podSets.
+		return fmt.Errorf("an object with its podSets")
 	}
 	return nil
+}
+
+// podSets writes the scheduler's view of a workload's podSets, which is
+// all a restore needs of their templates. nil and empty maps and lists
+// are told apart, as the engine built them.
+func (w *snapWriter) podSets(pss []scheduler.PodSet) error {
+	w.bool(pss != nil)
+	w.uvarint(uint64(len(pss)))
+	for i := range pss {
+		ps := &pss[i]
+		w.str(ps.Name)
+		w.varint(int64(ps.Count))
+		w.optInt32(ps.MinCount)
+		w.bool(ps.PerPod != nil)
+		w.uvarint(uint64(len(ps.PerPod)))
+		for _, r := range slices.Sorted(maps.Keys(ps.PerPod)) {
+			w.str(string(r))
+			w.varint(ps.PerPod[r])
+		}
+		w.bool(ps.NodeSelector != nil)
+		w.uvarint(uint64(len(ps.NodeSelector)))
+		for _, k := range slices.Sorted(maps.Keys(ps.NodeSelector)) {
+			w.str(k)
+			w.str(ps.NodeSelector[k])
+		}
+		w.bool(ps.Affinity != nil)
+		if ps.Affinity != nil {
+			if err := w.proto(ps.Affinity); err != nil {
+				return err
+			}
+		}
+		w.bool(ps.Tolerations != nil)
+		w.uvarint(uint64(len(ps.Tolerations)))
+		for j := range ps.Tolerations {
+			if err := w.proto(&ps.Tolerations[j]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *snapReader) podSets() []scheduler.PodSet {
+	some := r.bool()
+	n := r.count()
+	if !some {
+		return nil
+	}
+	pss := make([]scheduler.PodSet, n)
+	for i := range pss {
+		ps := &pss[i]
+		ps.Name = r.str()
+		ps.Count = r.int32()
+		ps.MinCount = r.optInt32()
+		some := r.bool()
+		if n := r.count(); some {
+			ps.PerPod = make(map[corev1.ResourceName]int64, n)
+			for range n {
+				k := corev1.ResourceName(r.str())
+				ps.PerPod[k] = r.varint()
+			}
+		}
+		some = r.bool()
+		if n := r.count(); some {
+			ps.NodeSelector = make(map[string]string, n)
+			for range n {
+				k := r.str()
+				ps.NodeSelector[k] = r.str()
+			}
+		}
+		if r.bool() {
+			ps.Affinity = &corev1.NodeSelector{}
+			r.proto(ps.Affinity)
+		}
+		some = r.bool()
+		if n := r.count(); some {
+			ps.Tolerations = make([]corev1.Toleration, n)
+			for j := range ps.Tolerations {
+				r.proto(&ps.Tolerations[j])
+			}
+		}
+		if r.err != nil {
+			return nil
+		}
+	}
+	return pss
 }
 
 func (r *snapReader) object() *api.Workload {
@@ -236,20 +315,6 @@ func (r *snapReader) object() *api.Workload {
 	if r.bool() {
 		v := r.bool()
 		s.Active = &v
-	}
-	some := r.bool()
-	if n := r.count(); some {
-		s.PodSets = make([]api.PodSet, n)
-	}
-	for i := range s.PodSets {
-		ps := &s.PodSets[i]
-		ps.Name = r.str()
-		r.proto(&ps.Template)
-		ps.Count = r.int32()
-		ps.MinCount = r.optInt32()
-		if r.err != nil {
-			break
-		}
 	}
 	return o
 }
@@ -334,6 +399,11 @@ func (w *snapWriter) workload(sw *snapWorkload) error {
 	if err := w.object(sw.Object); err != nil {
 		return err
 	}
+	if err := w.podSets(sw.PodSets); err != nil {
+		return err
+	}
+	w.str(sw.Misconfigured)
+	w.bool(sw.Adjusted)
 	if err := w.time(sw.Created); err != nil {
 		return err
 	}
@@ -380,6 +450,9 @@ func (w *snapWriter) workload(sw *snapWorkload) error {
 // workload decodes one record into sw.
 func (r *snapReader) workload(sw *snapWorkload) error {
 	sw.Object = r.object()
+	sw.PodSets = r.podSets()
+	sw.Misconfigured = r.str()
+	sw.Adjusted = r.bool()
 	sw.Created = r.time()
 	sw.QueueTime = r.time()
 	sw.ClusterQueue = r.str()

@@ -43,7 +43,7 @@ import (
 // SnapshotVersion is the version of the encoding below. A snapshot of
 // another version is not decoded: the service replays the log instead.
 // Bump it on any change to the encoded types or their meaning.
-const SnapshotVersion = 5
+const SnapshotVersion = 6
 
 // ErrNotQuiet is returned by EncodeSnapshot while the engine holds state
 // the encoding does not represent: a cycle waiting for PodsReady, or
@@ -91,7 +91,12 @@ type snapGeneration struct {
 }
 
 type snapWorkload struct {
+	// Object is the workload without its podSets; PodSets, Misconfigured
+	// and Adjusted are what the engine derived from them (its Info).
 	Object          *api.Workload           `json:"object"`
+	PodSets         []scheduler.PodSet      `json:"podSets"`
+	Misconfigured   string                  `json:"misconfigured,omitempty"`
+	Adjusted        bool                    `json:"adjusted,omitempty"`
 	Created         time.Time               `json:"created"`
 	QueueTime       time.Time               `json:"queueTime"`
 	ClusterQueue    string                  `json:"cq,omitempty"`
@@ -184,7 +189,7 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 			// (see reissued): a moment the encoding does not keep.
 			return nil, ErrNotQuiet
 		}
-		sw := snapWorkload{Object: w.Object, Created: w.Info.Created, QueueTime: w.Info.QueueTime,
+		sw := snapWorkload{Object: w.Object, PodSets: w.Info.PodSets, Misconfigured: w.Info.Misconfigured, Adjusted: w.adjusted, Created: w.Info.Created, QueueTime: w.Info.QueueTime,
 			ClusterQueue: w.Info.ClusterQueue, Priority: w.Info.Priority, LastTried: w.Info.LastTried,
 			Status: w.Status, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq, Reason: w.Reason,
 			Evictions: w.Evictions, PodsReady: w.PodsReady, RequeueCount: w.RequeueCount, RequeueAt: w.RequeueAt,
@@ -333,7 +338,8 @@ func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 					return
 				}
 				// The namespace labels are the engine's shared set, set in order.
-				d.info = buildInfo(d.Object, api.NamespacedName(d.Object.Namespace, d.Object.Name), d.Created, nil)
+				d.info = newInfo(d.Object, api.NamespacedName(d.Object.Namespace, d.Object.Name), d.Created, nil)
+				d.info.PodSets, d.info.Misconfigured = d.PodSets, d.Misconfigured
 			}
 		}()
 	}
@@ -422,7 +428,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 	}
 	info.QueueTime, info.ClusterQueue, info.Priority, info.LastTried = sw.QueueTime, sw.ClusterQueue, sw.Priority, sw.LastTried
 	info.NamespaceLabels = e.namespaceLabels(sw.Object.Namespace)
-	w := &Workload{Object: sw.Object, Info: info, AdmittedAt: sw.AdmittedAt, Reason: sw.Reason, Evictions: sw.Evictions,
+	w := &Workload{Object: sw.Object, Info: info, adjusted: sw.Adjusted, AdmittedAt: sw.AdmittedAt, Reason: sw.Reason, Evictions: sw.Evictions,
 		PodsReady: sw.PodsReady, RequeueCount: sw.RequeueCount, RequeueAt: sw.RequeueAt, admissionSeq: sw.AdmissionSeq,
 		queuedIn: sw.QueuedIn, finishedIn: sw.FinishedIn, publishedReason: sw.PublishedReason, condPending: sw.CondPending,
 		listed: sw.Listed, evictedPriority: sw.EvictedPriority, backoffUpdated: sw.BackoffUpdated, evictedUnset: sw.EvictedUnset, timedOut: sw.TimedOut, timerSeq: sw.TimerSeq}
@@ -458,7 +464,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 			}
 			ad.Usage[fr] = c.Value
 		}
-		w.Admission = &ad
+		w.Admission = e.shared(ad)
 		st := e.state(ad.ClusterQueue)
 		if !st.total.Add(ad.Usage) {
 			return fmt.Errorf("workload %s: usage of ClusterQueue %s overflows", key, ad.ClusterQueue)

@@ -134,12 +134,8 @@ func trimChange(t *testing.T, rng *rand.Rand, e *Engine, keep string, admitted [
 			}
 		}}
 	case 2:
-		obj := e.Workload(keep).Object.DeepCopy()
 		return cloneOp{"resubmit " + keep, func(x *Engine, now time.Time) {
-			if err := x.Delete(keep, now); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := x.Submit(obj.DeepCopy(), now); err != nil {
+			if err := x.Resubmit(keep, now, nil); err != nil {
 				t.Fatal(err)
 			}
 		}}

@@ -25,16 +25,49 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	if e.workloads[key] != nil {
 		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
 	}
-	w := &Workload{Object: wl, Info: buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace))}
-	e.workloads[key] = w
+	return e.add(&Workload{Object: withoutTemplates(wl), Info: buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace)),
+		adjusted: limitsWithoutRequests(wl)}, created), nil
+}
+
+// Resubmit deletes a workload and submits it again, created now, with
+// edit (if any) applied to a copy of its podSets: a workload's spec is
+// not updated in place, so that is how a user changes one, and the
+// front door stamps the new one created now, behind the workloads of its
+// queue. What-if probes use it, as the engine keeps the scheduler's view
+// of the podSets rather than their templates.
+func (e *Engine) Resubmit(key string, now time.Time, edit func([]scheduler.PodSet)) error {
+	w := e.workloads[key]
+	if w == nil {
+		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
+	}
+	pss := slices.Clone(w.Info.PodSets)
+	for i := range pss {
+		pss[i].Tolerations = slices.Clone(pss[i].Tolerations)
+	}
+	if edit != nil {
+		edit(pss)
+	}
+	if err := e.Delete(key, now); err != nil {
+		return err
+	}
+	e.changes++
+	info := newInfo(w.Object, key, now, e.namespaceLabels(w.Object.Namespace))
+	info.PodSets, info.Misconfigured = pss, w.Info.Misconfigured
+	e.add(&Workload{Object: w.Object, Info: info, adjusted: w.adjusted}, now)
+	return nil
+}
+
+// add starts a new workload's life: pending, routed to its ClusterQueue.
+func (e *Engine) add(w *Workload, created time.Time) *Workload {
+	e.workloads[w.Info.Key] = w
 	e.touch(w)
 	e.setStatus(w, Pending)
-	if wl.Spec.Active != nil && !*wl.Spec.Active {
+	if wl := w.Object; wl.Spec.Active != nil && !*wl.Spec.Active {
 		e.setStatus(w, Inactive)
-		return w, nil
+		return w
 	}
 	e.route(w, created)
-	return w, nil
+	return w
 }
 
 // namespaceLabels are a namespace's labels: without Namespace objects, the
@@ -51,15 +84,7 @@ func (e *Engine) namespaceLabels(ns string) labels.Set {
 
 // buildInfo derives the scheduler's view of a workload.
 func buildInfo(wl *api.Workload, key string, created time.Time, nsLabels labels.Set) *scheduler.Workload {
-	info := &scheduler.Workload{
-		Key:             key,
-		Namespace:       wl.Namespace,
-		UID:             string(wl.UID),
-		NamespaceLabels: nsLabels,
-		Priority:        api.WorkloadPriority(wl),
-		Created:         created,
-		QueueTime:       created,
-	}
+	info := newInfo(wl, key, created, nsLabels)
 	for i := range wl.Spec.PodSets {
 		ps := &wl.Spec.PodSets[i]
 		spec := &ps.Template.Spec
@@ -342,6 +367,31 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		e.snapAdmitted(w.Admission.ClusterQueue, w.record, true)
 	}
 	return nil
+}
+
+// newInfo is the scheduler's view of a workload but its podSets.
+func newInfo(wl *api.Workload, key string, created time.Time, nsLabels labels.Set) *scheduler.Workload {
+	return &scheduler.Workload{
+		Key:             key,
+		Namespace:       wl.Namespace,
+		UID:             string(wl.UID),
+		NamespaceLabels: nsLabels,
+		Priority:        api.WorkloadPriority(wl),
+		Created:         created,
+		QueueTime:       created,
+	}
+}
+
+// withoutTemplates is a copy of a workload object without its podSets:
+// what the scheduler reads of them is in the workload's Info, built
+// first, and a pod template is most of the memory an admitted workload
+// would hold for as long as it runs (with a Kubernetes PodSpec's fixed
+// size, even a one-container template takes kilobytes the collector
+// marks on every cycle). The caller's object is left as it is.
+func withoutTemplates(wl *api.Workload) *api.Workload {
+	c := *wl
+	c.Spec.PodSets = nil
+	return &c
 }
 
 // withActive and withPriority return a copy of a workload object with the

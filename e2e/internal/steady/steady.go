@@ -66,6 +66,12 @@ func FromEnv() []Options {
 type Result struct {
 	// Latencies are the admitted workloads' submit→QuotaReserved, sorted.
 	Latencies []time.Duration
+	// Ingest are the same workloads' submit→WorkloadSubmitted (the part
+	// before admission reads it), sorted; Windows the p99 of Latencies
+	// over each ten seconds of submissions, in order, which shows
+	// whether the tail grows as the admitted workloads pile up.
+	Ingest  []time.Duration
+	Windows []time.Duration
 	// Refused counts the submissions ingest answered 503 (admission too
 	// far behind: it sheds load past --max-admission-lag); Lost the
 	// accepted workloads not admitted within two minutes of the end;
@@ -75,11 +81,14 @@ type Result struct {
 }
 
 // Quantile is the p-th percentile of the latencies.
-func (r Result) Quantile(p int) time.Duration {
-	if len(r.Latencies) == 0 {
+func (r Result) Quantile(p int) time.Duration { return quantile(r.Latencies, p) }
+
+// quantile is the p-th percentile of sorted durations.
+func quantile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	return r.Latencies[min(len(r.Latencies)-1, len(r.Latencies)*p/100)]
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
 }
 
 // Line is the result as the benchmarks print it.
@@ -88,9 +97,14 @@ func (r Result) Line(what string, o Options) string {
 		return fmt.Sprintf("steady %4d/s over %-9s for %v%s: nothing admitted", o.Rate, o.Via, o.Duration, what)
 	}
 	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	return fmt.Sprintf("steady %4d/s over %-9s for %v%s (submitted at %.0f/s): %d admitted, %d not, %d refused (503): submit→QuotaReserved p50 %v p90 %v p99 %v max %v",
+	var windows []string
+	for _, w := range r.Windows {
+		windows = append(windows, round(w).String())
+	}
+	return fmt.Sprintf("steady %4d/s over %-9s for %v%s (submitted at %.0f/s): %d admitted, %d not, %d refused (503): submit→QuotaReserved p50 %v p90 %v p99 %v max %v; of which submit→WorkloadSubmitted p50 %v p99 %v; p99 per 10 s [%s]",
 		o.Rate, o.Via, o.Duration, what, r.Offered, len(r.Latencies), r.Lost, r.Refused, round(r.Quantile(50)), round(r.Quantile(90)),
-		round(r.Quantile(99)), round(r.Latencies[len(r.Latencies)-1]))
+		round(r.Quantile(99)), round(r.Latencies[len(r.Latencies)-1]), round(quantile(r.Ingest, 50)), round(quantile(r.Ingest, 99)),
+		strings.Join(windows, " "))
 }
 
 // Queues is the configuration the load runs against: n ClusterQueues of
@@ -143,16 +157,25 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	n := int(float64(o.Rate) * o.Duration.Seconds())
 	var mu sync.Mutex
 	admittedAt := make(map[string]time.Time, n)
+	submittedSeen := make(map[string]time.Time, n)
 	cons, err := js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"jq.ev.wl.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		return Result{}, err
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		if m.Headers().Get(events.HeaderType) == string(events.WorkloadSubmitted) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, seen := submittedSeen[m.Subject()]; !seen {
+				submittedSeen[m.Subject()] = now
+			}
+			return
+		}
 		if m.Headers().Get(events.HeaderType) != string(events.QuotaReserved) {
 			return
 		}
-		now := time.Now()
 		ev, err := bus.Decode(m)
 		if err != nil {
 			return
@@ -243,13 +266,28 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	lat := make([]time.Duration, 0, n)
+	var ingested []time.Duration
+	var window []time.Duration
+	var windows []time.Duration
+	perWindow := 10 * o.Rate
 	for i, k := range keys {
 		if at, ok := admittedAt[k]; ok {
 			lat = append(lat, at.Sub(submittedAt[i]))
+			window = append(window, at.Sub(submittedAt[i]))
+			ns, name, _ := strings.Cut(k, "/")
+			if at, ok := submittedSeen[events.WorkloadSubject(ns, name)]; ok {
+				ingested = append(ingested, at.Sub(submittedAt[i]))
+			}
+		}
+		if (i+1)%perWindow == 0 || i == n-1 {
+			slices.Sort(window)
+			windows = append(windows, quantile(window, 99))
+			window = window[:0]
 		}
 	}
 	slices.Sort(lat)
-	res := Result{Latencies: lat, Refused: n - accepted, Lost: accepted - len(lat), Offered: offered}
+	slices.Sort(ingested)
+	res := Result{Latencies: lat, Ingest: ingested, Windows: windows, Refused: n - accepted, Lost: accepted - len(lat), Offered: offered}
 	if len(lat) == 0 {
 		return res, errors.New("nothing admitted")
 	}

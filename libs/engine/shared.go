@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/jetqueue/jetqueue/libs/scheduler"
+)
+
+// maxShared bounds the table of admissions shared (see shared): past it
+// the table starts over, and what was shared stays so.
+const maxShared = 4096
+
+// shared is ad, or an equal admission an admitted workload already holds.
+// An admitted workload keeps its admission for as long as it runs, a few
+// maps the collector marks on every cycle, and most admissions are alike
+// (the same ClusterQueue, flavors and requests): equal ones share one.
+// Every admission is read-only once made, so sharing is safe. A copy of
+// the engine (Clone) starts with an empty table.
+func (e *Engine) shared(ad scheduler.Admission) *scheduler.Admission {
+	h := admissionHash(&ad)
+	if c := e.admissions[h]; c != nil && sameAdmission(c, &ad) {
+		return c
+	}
+	if e.admissions == nil || len(e.admissions) >= maxShared {
+		e.admissions = make(map[uint64]*scheduler.Admission)
+	}
+	p := &ad
+	e.admissions[h] = p
+	return p
+}
+
+// admissionHash hashes what sameAdmission compares; map entries are
+// summed, so that their order does not matter.
+func admissionHash(ad *scheduler.Admission) uint64 {
+	h := fnvString(fnvOffset, ad.ClusterQueue)
+	for _, ps := range ad.PodSets {
+		h = fnvUint(fnvString(fnvByte(h, 0), ps.Name), uint64(ps.Count))
+		var sum uint64
+		for r, f := range ps.Flavors {
+			sum += fnvString(fnvString(fnvOffset, string(r)), f)
+		}
+		for r, v := range ps.Usage {
+			sum += fnvUint(fnvString(fnvByte(fnvOffset, 1), string(r)), uint64(v))
+		}
+		h = fnvUint(h, sum)
+	}
+	return h
+}
+
+func fnvUint(h, v uint64) uint64 {
+	for range 8 {
+		h = fnvByte(h, byte(v))
+		v >>= 8
+	}
+	return h
+}
+
+// sameAdmission reports whether two admissions are equal, nil and empty
+// maps and lists told apart as the encodings of an event tell them.
+func sameAdmission(a, b *scheduler.Admission) bool {
+	if a.ClusterQueue != b.ClusterQueue || len(a.PodSets) != len(b.PodSets) || (a.PodSets == nil) != (b.PodSets == nil) ||
+		(a.Usage == nil) != (b.Usage == nil) || !maps.Equal(a.Usage, b.Usage) {
+		return false
+	}
+	return slices.EqualFunc(a.PodSets, b.PodSets, func(x, y scheduler.PodSetAdmission) bool {
+		return x.Name == y.Name && x.Count == y.Count && (x.Flavors == nil) == (y.Flavors == nil) && (x.Usage == nil) == (y.Usage == nil) &&
+			maps.Equal(x.Flavors, y.Flavors) && maps.Equal(x.Usage, y.Usage)
+	})
+}
