@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"testing"
 
 	"github.com/jetqueue/jetqueue/e2e/internal/steady"
@@ -37,6 +40,12 @@ func steadyRun(b *testing.B, o steady.Options) steady.Result {
 	res, err := steady.Run(context.Background(), o)
 	if err != nil {
 		b.Fatalf("%s at %d/s: %v", o.Via, o.Rate, err)
+	}
+	if p := os.Getenv("JQ_HEAP_PROFILE"); p != "" {
+		runtime.GC()
+		f, _ := os.Create(p)
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
 	}
 	return res
 }

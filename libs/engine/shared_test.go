@@ -71,7 +71,9 @@ func TestSameAdmissionComparesEveryPart(t *testing.T) {
 	}
 	for name, change := range map[string]func(*scheduler.Admission){
 		"clusterQueue": func(a *scheduler.Admission) { a.ClusterQueue = "other" },
-		"usage":        func(a *scheduler.Admission) { a.Usage[quota.FlavorResource{Flavor: "rf", Resource: corev1.ResourceCPU}] = 2000 },
+		"usage": func(a *scheduler.Admission) {
+			a.Usage[quota.FlavorResource{Flavor: "rf", Resource: corev1.ResourceCPU}] = 2000
+		},
 		"usage nil":    func(a *scheduler.Admission) { a.Usage = nil },
 		"podSet name":  func(a *scheduler.Admission) { a.PodSets[0].Name = "other" },
 		"count":        func(a *scheduler.Admission) { a.PodSets[0].Count = 2 },
