@@ -19,7 +19,9 @@ import (
 // submit→QuotaReserved (see steady.Run). Every workload fits. Run it with
 // `make bench-latency`, which also runs the services as separate
 // processes (BenchmarkSteadyLatencyProcesses in ./chaos);
-// JQ_LATENCY_ONLY=http-1000 (or jq_submit-200, …) runs one of the four.
+// JQ_LATENCY_ONLY=http-1000 (or jq_submit-200, …) runs one of the four;
+// JQ_HEAP_PROFILE=FILE writes the heap profile of the last one to FILE
+// before its system stops.
 func BenchmarkSteadyLatency(b *testing.B) {
 	for b.Loop() {
 		for _, o := range steady.FromEnv() {

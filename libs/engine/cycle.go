@@ -410,6 +410,7 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	w.timedOut = false
 	w.PodsReady = false
 	w.Info.LastTried = nil
+	w.Info.ForgetRequests()
 	e.admissionSeq++
 	w.admissionSeq = e.admissionSeq
 	e.timerSeq++

@@ -32,6 +32,11 @@ func TestEqualAdmissionsShareOne(t *testing.T) {
 	if a0 == nil || a0 != a2 {
 		t.Fatalf("wl-0 and wl-2, admitted alike, hold %p and %p", a0, a2)
 	}
+	for _, key := range []string{"cq-a/wl-0", "cq-b/wl-1", "cq-a/wl-2", "cq-b/wl-3"} {
+		if !e.Workload(key).Info.CachesNoRequests() {
+			t.Errorf("admitted %s keeps the requests cached for its next attempt", key)
+		}
+	}
 	if b1 == a0 || b1 == a3 {
 		t.Errorf("wl-1 (cq-b, 1 cpu) shares an admission of another ClusterQueue or request")
 	}

@@ -211,6 +211,25 @@ func assignFlavors(s *Snapshot, cq *ClusterQueue, wl *Workload, counts []int32) 
 	return a
 }
 
+// ForgetRequests drops the requests its podSets keep for the next
+// attempt: an admitted workload is not attempted again until it loses its
+// quota, and may run for a long time.
+func (w *Workload) ForgetRequests() {
+	for i := range w.PodSets {
+		w.PodSets[i].reqs = nil
+	}
+}
+
+// CachesNoRequests reports whether ForgetRequests left it so.
+func (w *Workload) CachesNoRequests() bool {
+	for i := range w.PodSets {
+		if w.PodSets[i].reqs != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // requests is podSetRequests, kept for the full count (full), which every
 // attempt but partial admission's asks for. The map is shared by the
 // assignments made from it, which only read it.
