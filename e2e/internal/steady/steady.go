@@ -72,12 +72,42 @@ type Result struct {
 	// whether the tail grows as the admitted workloads pile up.
 	Ingest  []time.Duration
 	Windows []time.Duration
+	// Slow are the workloads slower than the p99, in submission order:
+	// when each was submitted (since the first submission) and how its
+	// latency splits, to tell a pause of the whole process (ingest slow
+	// too) from admission alone falling behind.
+	Slow []Slow
 	// Refused counts the submissions ingest answered 503 (admission too
 	// far behind: it sheds load past --max-admission-lag); Lost the
 	// accepted workloads not admitted within two minutes of the end;
 	// Offered is the rate the submissions actually left at.
 	Refused, Lost int
 	Offered       float64
+}
+
+// Slow is one workload slower than the p99.
+type Slow struct {
+	At, Ingest, Total time.Duration
+}
+
+// SlowReport lists the slow workloads grouped by the second they were
+// submitted in: how many, and their median ingest and total latency.
+func (r Result) SlowReport() string {
+	var b strings.Builder
+	for i := 0; i < len(r.Slow); {
+		sec := r.Slow[i].At.Truncate(time.Second)
+		j := i
+		var ingest, total []time.Duration
+		for ; j < len(r.Slow) && r.Slow[j].At.Truncate(time.Second) == sec; j++ {
+			ingest, total = append(ingest, r.Slow[j].Ingest), append(total, r.Slow[j].Total)
+		}
+		slices.Sort(ingest)
+		slices.Sort(total)
+		fmt.Fprintf(&b, "  at %3ds: %4d slower than p99, median ingest %v of %v\n", int(sec.Seconds()), j-i,
+			quantile(ingest, 50).Round(100*time.Microsecond), quantile(total, 50).Round(100*time.Microsecond))
+		i = j
+	}
+	return b.String()
 }
 
 // Quantile is the p-th percentile of the latencies.
@@ -288,6 +318,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	slices.Sort(lat)
 	slices.Sort(ingested)
 	res := Result{Latencies: lat, Ingest: ingested, Windows: windows, Refused: n - accepted, Lost: accepted - len(lat), Offered: offered}
+	p99 := res.Quantile(99)
+	for i, k := range keys {
+		at, ok := admittedAt[k]
+		if !ok || at.Sub(submittedAt[i]) <= p99 {
+			continue
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		res.Slow = append(res.Slow, Slow{At: submittedAt[i].Sub(start), Ingest: submittedSeen[events.WorkloadSubject(ns, name)].Sub(submittedAt[i]),
+			Total: at.Sub(submittedAt[i])})
+	}
 	if len(lat) == 0 {
 		return res, errors.New("nothing admitted")
 	}
