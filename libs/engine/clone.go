@@ -20,7 +20,8 @@ package engine
 //   - dropped, rebuilt on demand as after a restore: the scheduler's
 //     kept snapshot and the changes waiting for it (the next cycle
 //     builds one of its own), the cached cohort generations, scratch
-//     buffers, the table of admissions to share (see shared); and the state of a run in progress and the functions
+//     buffers, the tables of admissions and requests to share (see
+//     shared); and the state of a run in progress and the functions
 //     that observe runs, which are the original's.
 //
 // A workload's scheduler view is copied with its own podSet slice: the

@@ -578,7 +578,7 @@ func TestCloneCoversEveryField(t *testing.T) {
 			"settledAt", "settled", "condWrites", "noPreemption", "cutLoop", "admissionSeq", "timerSeq", "evictedAt", "evictedTick",
 			"admittedHash", "pass", "finishedQueued", "cohortGens", "onCycle", "triedHashed", "releasedIn",
 			"afterCycle", "resBuf", "cellBuf", "snap", "snapPreempting", "snapDirty", "snapOps", "nsLabels", "shard",
-			"heldTree", "admissions"}},
+			"heldTree", "admissions", "requests"}},
 		{Workload{}, []string{"Object", "Info", "Status", "Admission", "AdmittedAt", "Reason", "Evictions",
 			"PodsReady", "RequeueCount", "RequeueAt", "evictedPriority", "backoffUpdated", "evictedUnset", "timedOut",
 			"stale", "staleAt", "admissionSeq", "timerSeq", "record", "queuedIn", "hash", "hashEpoch", "hashGroup",

@@ -225,6 +225,9 @@ type Engine struct {
 	// admissions are admissions held by admitted workloads, by hash, for
 	// equal ones to share (see shared).
 	admissions map[uint64]*scheduler.Admission
+	// requests are podSets' per-pod requests, by hash, for equal ones to
+	// share (see sharedRequests).
+	requests map[uint64]map[corev1.ResourceName]int64
 }
 
 // snapOp lists (add) or unlists an admitted workload in the snapshot.

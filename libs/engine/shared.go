@@ -4,11 +4,14 @@ import (
 	"maps"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/jetqueue/jetqueue/libs/scheduler"
 )
 
-// maxShared bounds the table of admissions shared (see shared): past it
-// the table starts over, and what was shared stays so.
+// maxShared bounds each table of what is shared (see shared and
+// sharedRequests): past it the table starts over, and what was shared
+// stays so.
 const maxShared = 4096
 
 // shared is ad, or an equal admission an admitted workload already holds.
@@ -67,4 +70,33 @@ func sameAdmission(a, b *scheduler.Admission) bool {
 		return x.Name == y.Name && x.Count == y.Count && (x.Flavors == nil) == (y.Flavors == nil) && (x.Usage == nil) == (y.Usage == nil) &&
 			maps.Equal(x.Flavors, y.Flavors) && maps.Equal(x.Usage, y.Usage)
 	})
+}
+
+// sharedRequests is a podSet's per-pod requests, or an equal map another
+// workload's podSet already holds: like admissions, they stay as long as
+// the workload does, are most often alike, and are never written once
+// built (PodSet.PerPod). nil stays nil.
+func (e *Engine) sharedRequests(m map[corev1.ResourceName]int64) map[corev1.ResourceName]int64 {
+	if m == nil {
+		return nil
+	}
+	var h uint64
+	for r, v := range m {
+		h += fnvUint(fnvString(fnvOffset, string(r)), uint64(v))
+	}
+	if c, ok := e.requests[h]; ok && maps.Equal(c, m) {
+		return c
+	}
+	if e.requests == nil || len(e.requests) >= maxShared {
+		e.requests = make(map[uint64]map[corev1.ResourceName]int64)
+	}
+	e.requests[h] = m
+	return m
+}
+
+// shareRequests makes a workload's podSets hold shared requests.
+func (e *Engine) shareRequests(info *scheduler.Workload) {
+	for i := range info.PodSets {
+		info.PodSets[i].PerPod = e.sharedRequests(info.PodSets[i].PerPod)
+	}
 }

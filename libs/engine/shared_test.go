@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -37,6 +38,13 @@ func TestEqualAdmissionsShareOne(t *testing.T) {
 			t.Errorf("admitted %s keeps the requests cached for its next attempt", key)
 		}
 	}
+	perPod := func(key string) uintptr {
+		return reflect.ValueOf(e.Workload(key).Info.PodSets[0].PerPod).Pointer()
+	}
+	if perPod("cq-a/wl-0") != perPod("cq-b/wl-1") || perPod("cq-a/wl-0") == perPod("cq-b/wl-3") {
+		t.Errorf("per-pod requests: wl-0 and wl-1 (1 cpu each) hold %x and %x, wl-3 (2 cpu) %x",
+			perPod("cq-a/wl-0"), perPod("cq-b/wl-1"), perPod("cq-b/wl-3"))
+	}
 	if b1 == a0 || b1 == a3 {
 		t.Errorf("wl-1 (cq-b, 1 cpu) shares an admission of another ClusterQueue or request")
 	}
@@ -60,6 +68,9 @@ func TestEqualAdmissionsShareOne(t *testing.T) {
 	e.Settle(now)
 	if n := len(e.admissions); n > maxShared {
 		t.Errorf("%d admissions in the table, bound %d", n, maxShared)
+	}
+	if n := len(e.requests); n > maxShared {
+		t.Errorf("%d requests in the table, bound %d", n, maxShared)
 	}
 }
 

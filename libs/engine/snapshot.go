@@ -428,6 +428,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 	}
 	info.QueueTime, info.ClusterQueue, info.Priority, info.LastTried = sw.QueueTime, sw.ClusterQueue, sw.Priority, sw.LastTried
 	info.NamespaceLabels = e.namespaceLabels(sw.Object.Namespace)
+	e.shareRequests(info)
 	w := &Workload{Object: sw.Object, Info: info, adjusted: sw.Adjusted, AdmittedAt: sw.AdmittedAt, Reason: sw.Reason, Evictions: sw.Evictions,
 		PodsReady: sw.PodsReady, RequeueCount: sw.RequeueCount, RequeueAt: sw.RequeueAt, admissionSeq: sw.AdmissionSeq,
 		queuedIn: sw.QueuedIn, finishedIn: sw.FinishedIn, publishedReason: sw.PublishedReason, condPending: sw.CondPending,

@@ -25,8 +25,9 @@ func (e *Engine) Submit(wl *api.Workload, created time.Time) (*Workload, error) 
 	if e.workloads[key] != nil {
 		return nil, fmt.Errorf("workload %s: %w", key, ErrExists)
 	}
-	return e.add(&Workload{Object: withoutTemplates(wl), Info: buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace)),
-		adjusted: limitsWithoutRequests(wl)}, created), nil
+	info := buildInfo(wl, key, created, e.namespaceLabels(wl.Namespace))
+	e.shareRequests(info)
+	return e.add(&Workload{Object: withoutTemplates(wl), Info: info, adjusted: limitsWithoutRequests(wl)}, created), nil
 }
 
 // Resubmit deletes a workload and submits it again, created now, with
