@@ -21,16 +21,13 @@ import (
 // processes (BenchmarkSteadyLatencyProcesses in ./chaos);
 // JQ_LATENCY_ONLY=http-1000 (or jq_submit-200, …) runs one of the four;
 // JQ_LATENCY_SLOW=1 lists when the workloads slower than the p99 were
-// submitted; JQ_HEAP_PROFILE=FILE writes the heap profile of the last one to FILE
+// submitted (here and in ./chaos); JQ_HEAP_PROFILE=FILE writes the heap profile of the last one to FILE
 // before its system stops.
 func BenchmarkSteadyLatency(b *testing.B) {
 	for b.Loop() {
 		for _, o := range steady.FromEnv() {
 			res := steadyRun(b, o)
-			fmt.Println(res.Line(" (one process)", o))
-			if os.Getenv("JQ_LATENCY_SLOW") != "" {
-				fmt.Print(res.SlowReport())
-			}
+			res.Print(" (one process)", o)
 			b.ReportMetric(float64(res.Quantile(99).Microseconds())/1000, fmt.Sprintf("%s-%d-p99-ms", o.Via, o.Rate))
 		}
 	}

@@ -35,7 +35,7 @@ func BenchmarkSteadyLatencyProcesses(b *testing.B) {
 	for b.Loop() {
 		for _, o := range steady.FromEnv() {
 			res := processRun(b, bin, logDir, o)
-			fmt.Println(res.Line(" (processes)", o))
+			res.Print(" (processes)", o)
 			b.ReportMetric(float64(res.Quantile(99).Microseconds())/1000, fmt.Sprintf("%s-%d-p99-ms", o.Via, o.Rate))
 		}
 	}

@@ -85,6 +85,14 @@ type Result struct {
 	Offered       float64
 }
 
+// Print prints Line and, with JQ_LATENCY_SLOW set, SlowReport.
+func (r Result) Print(what string, o Options) {
+	fmt.Println(r.Line(what, o))
+	if os.Getenv("JQ_LATENCY_SLOW") != "" {
+		fmt.Print(r.SlowReport())
+	}
+}
+
 // Slow is one workload slower than the p99.
 type Slow struct {
 	At, Ingest, Total time.Duration
