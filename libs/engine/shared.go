@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
 
@@ -33,30 +34,31 @@ func (e *Engine) shared(ad scheduler.Admission) *scheduler.Admission {
 	return p
 }
 
+// shareSeed seeds the tables' hashes; they live only in memory.
+var shareSeed = maphash.MakeSeed()
+
 // admissionHash hashes what sameAdmission compares; map entries are
 // summed, so that their order does not matter.
 func admissionHash(ad *scheduler.Admission) uint64 {
-	h := fnvString(fnvOffset, ad.ClusterQueue)
+	h := maphash.String(shareSeed, ad.ClusterQueue)
 	for _, ps := range ad.PodSets {
-		h = fnvUint(fnvString(fnvByte(h, 0), ps.Name), uint64(ps.Count))
+		h = mix(h^maphash.String(shareSeed, ps.Name), uint64(ps.Count))
 		var sum uint64
 		for r, f := range ps.Flavors {
-			sum += fnvString(fnvString(fnvOffset, string(r)), f)
+			sum += maphash.String(shareSeed, string(r)) ^ maphash.String(shareSeed, f)*31
 		}
 		for r, v := range ps.Usage {
-			sum += fnvUint(fnvString(fnvByte(fnvOffset, 1), string(r)), uint64(v))
+			sum += mix(maphash.String(shareSeed, string(r)), uint64(v))
 		}
-		h = fnvUint(h, sum)
+		h = mix(h, sum)
 	}
 	return h
 }
 
-func fnvUint(h, v uint64) uint64 {
-	for range 8 {
-		h = fnvByte(h, byte(v))
-		v >>= 8
-	}
-	return h
+// mix combines a hash and a value (a multiply-xorshift step).
+func mix(h, v uint64) uint64 {
+	h = (h ^ v) * 0x9e3779b97f4a7c15
+	return h ^ h>>32
 }
 
 // sameAdmission reports whether two admissions are equal, nil and empty
@@ -82,7 +84,7 @@ func (e *Engine) sharedRequests(m map[corev1.ResourceName]int64) map[corev1.Reso
 	}
 	var h uint64
 	for r, v := range m {
-		h += fnvUint(fnvString(fnvOffset, string(r)), uint64(v))
+		h += mix(maphash.String(shareSeed, string(r)), uint64(v))
 	}
 	if c, ok := e.requests[h]; ok && maps.Equal(c, m) {
 		return c
