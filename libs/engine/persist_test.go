@@ -423,6 +423,26 @@ func TestSnapshotCodecRoundTripsAnObject(t *testing.T) {
 	}
 }
 
+// TestSnapshotRefusesNegativePodSets: a snapshot is external input, and
+// a negative count or request would make quota that is not there.
+func TestSnapshotRefusesNegativePodSets(t *testing.T) {
+	minus := int32(-1)
+	for name, ps := range map[string]scheduler.PodSet{
+		"count":    {Name: "a", Count: -1},
+		"minCount": {Name: "a", Count: 1, MinCount: &minus},
+		"request":  {Name: "a", Count: 1, PerPod: map[corev1.ResourceName]int64{corev1.ResourceCPU: -1000}},
+	} {
+		var w snapWriter
+		if err := w.podSets([]scheduler.PodSet{ps}); err != nil {
+			t.Fatal(err)
+		}
+		r := snapReader{b: w.b}
+		if got := r.podSets(); r.err == nil {
+			t.Errorf("%s: decoded %+v, want an error", name, got)
+		}
+	}
+}
+
 // TestSubmitKeepsNoTemplate: the engine keeps a workload's object without
 // its podSets and the caller's object as it was, and a workload restored
 // from a snapshot has the scheduler view the submitted one had.

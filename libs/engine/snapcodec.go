@@ -270,12 +270,22 @@ func (r *snapReader) podSets() []scheduler.PodSet {
 		ps.Name = r.str()
 		ps.Count = r.int32()
 		ps.MinCount = r.optInt32()
+		if ps.Count < 0 || ps.MinCount != nil && *ps.MinCount < 0 {
+			r.fail(fmt.Errorf("podSet %q: a negative count", ps.Name))
+			return nil
+		}
 		some := r.bool()
 		if n := r.count(); some {
 			ps.PerPod = make(map[corev1.ResourceName]int64, n)
 			for range n {
 				k := corev1.ResourceName(r.str())
-				ps.PerPod[k] = r.varint()
+				// A negative request would free quota that is not free.
+				if v := r.varint(); v >= 0 {
+					ps.PerPod[k] = v
+				} else {
+					r.fail(fmt.Errorf("podSet %q: %s request %d", ps.Name, k, v))
+					return nil
+				}
 			}
 		}
 		some = r.bool()
