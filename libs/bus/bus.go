@@ -66,7 +66,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 	if cfg.Duplicates == 0 {
 		cfg.Duplicates = DefaultDuplicates
 	}
-	s, err := Ensure(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
+	s, err := Ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", events.Stream, err)
 	}
@@ -230,19 +230,36 @@ func Replicas(ctx context.Context, js jetstream.JetStream) int {
 // same stream can take longer than a request's timeout to settle.
 const ensurePatience = time.Minute
 
+// firstAttempt bounds one declaration's wait for an answer. A server
+// given several declarations of the same stream at once can drop the
+// answer to one of them (nats-server answers none while it creates the
+// stream, and the losers' requests go unanswered), so an attempt is
+// bounded by much less than the caller's patience, and asked again. Each
+// later attempt waits twice as long (up to maxAttempt): a server slow on
+// its disk still gets an answer out.
+const (
+	firstAttempt = 3 * time.Second
+	maxAttempt   = 20 * time.Second
+)
+
 // Ensure runs a create-or-update of a stream, bucket or consumer until it
 // succeeds, the error is one that asking again cannot cure, the caller
-// gives up, or ensurePatience has passed. Services start together on a
-// fresh server: each one's create-or-update first asks for an update
-// (not found), then creates, and a create that loses the race to another
-// one is refused (10058 name in use, 10065 subjects overlap while the
-// other's stream is being set up, or a bucket that exists); asked again,
-// it finds the stream and updates it. The waits back off (50 ms doubling
-// to 2 s) with jitter, so racing services do not ask in lockstep.
-func Ensure[T any](ctx context.Context, create func() (T, error)) (T, error) {
+// gives up, or ensurePatience has passed. Each attempt gets its own
+// context, bounded as firstAttempt says; create must use it. Services
+// start together on a fresh server: each one's create-or-update first
+// asks for an update (not found), then creates, and a create that loses
+// the race to another one is refused (10058 name in use, 10065 subjects
+// overlap while the other's stream is being set up, or a bucket that
+// exists) or goes unanswered; asked again, it finds the stream and
+// updates it. The waits back off (50 ms doubling to 2 s) with jitter, so
+// racing services do not ask in lockstep.
+func Ensure[T any](ctx context.Context, create func(ctx context.Context) (T, error)) (T, error) {
 	wait, deadline := 50*time.Millisecond, time.Now().Add(ensurePatience)
+	attempt := firstAttempt
 	for {
-		v, err := create()
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		v, err := create(actx)
+		cancel()
 		if err == nil || !retryable(ctx, err) {
 			return v, err
 		}
@@ -255,6 +272,7 @@ func Ensure[T any](ctx context.Context, create func() (T, error)) (T, error) {
 		case <-time.After(wait/2 + rand.N(wait/2+1)):
 		}
 		wait = min(2*wait, 2*time.Second)
+		attempt = min(2*attempt, maxAttempt)
 	}
 }
 

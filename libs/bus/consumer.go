@@ -53,7 +53,7 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, o ConsumerOptions) 
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 30 * time.Second
 	}
-	c, err := Ensure(ctx, func() (jetstream.Consumer, error) { return s.CreateOrUpdateConsumer(ctx, cfg) })
+	c, err := Ensure(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return s.CreateOrUpdateConsumer(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", o.Durable, err)
 	}

@@ -36,7 +36,7 @@ func TestEnsureRetriesWhatMaySucceedLater(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			_, err := Ensure(context.Background(), func() (int, error) {
+			_, err := Ensure(context.Background(), func(context.Context) (int, error) {
 				calls++
 				if calls <= len(tc.errs) {
 					return 0, tc.errs[calls-1]
@@ -102,12 +102,36 @@ func ensureFromOwnConnection(url string, o StreamOptions) error {
 func TestEnsureStopsWhenTheCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	_, err := Ensure(ctx, func() (int, error) {
+	_, err := Ensure(ctx, func(context.Context) (int, error) {
 		calls++
 		cancel()
 		return 0, context.DeadlineExceeded
 	})
 	if err == nil || calls != 1 {
 		t.Errorf("err %v after %d calls; want the error after 1", err, calls)
+	}
+}
+
+// TestEnsureAsksAgainWhenUnanswered: a server that drops its answer to
+// one declaration (as nats-server does to some of several racing ones)
+// costs that attempt's bound, not the caller's whole patience.
+func TestEnsureAsksAgainWhenUnanswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	calls := 0
+	start := time.Now()
+	v, err := Ensure(ctx, func(actx context.Context) (int, error) {
+		calls++
+		if calls == 1 {
+			<-actx.Done() // no answer
+			return 0, actx.Err()
+		}
+		return 7, nil
+	})
+	if err != nil || v != 7 || calls != 2 {
+		t.Fatalf("got %d, %v after %d calls; want 7 after 2", v, err, calls)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the unanswered attempt held the caller %s", took)
 	}
 }

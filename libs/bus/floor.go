@@ -45,7 +45,7 @@ func PurgeFloor(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 // RaisePurgeFloor records that purges may reach seq: the retention role
 // calls it before purging. The floor never goes down.
 func RaisePurgeFloor(ctx context.Context, js jetstream.JetStream, seq uint64) error {
-	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: RetentionBucket, History: 1, Replicas: Replicas(ctx, js)})
 	})
 	if err != nil {

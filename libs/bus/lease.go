@@ -41,7 +41,7 @@ type Lease struct {
 // the bucket instead would change every other holder's TTL under it.)
 func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
 	replicas := Replicas(ctx, js)
-	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		kv, err := js.KeyValue(ctx, LeaseBucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1, Replicas: replicas})

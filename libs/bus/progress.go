@@ -80,7 +80,7 @@ func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Pro
 }
 
 func progressBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1,
 			Replicas: Replicas(ctx, js)})
 	})

@@ -22,7 +22,7 @@ const MaxShards = 64
 // RecordShardCount records n as service's shard count if none is
 // recorded, and refuses an n that differs from the recorded one.
 func RecordShardCount(ctx context.Context, js jetstream.JetStream, service string, n int) error {
-	kv, err := Ensure(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ShardsBucket, History: 1,
 			Replicas: Replicas(ctx, js)})
 	})

@@ -38,7 +38,7 @@ type Manual struct {
 // NewManual joins (or starts) the shared manual clock; it follows the key
 // until ctx ends.
 func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
-	kv, err := bus.Ensure(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: bus.Replicas(ctx, js)})
 	})
 	if err != nil {

@@ -116,7 +116,7 @@ type Options struct {
 // EnsureBucket creates JQ_SNAPSHOTS if needed, with JQ_EVENTS' replicas.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
 	replicas := bus.Replicas(ctx, js)
-	obs, err := bus.Ensure(ctx, func() (jetstream.ObjectStore, error) {
+	obs, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		obs, err := js.ObjectStore(ctx, Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			// Nothing but the name and the replicas: creating it again

@@ -207,7 +207,7 @@ func (l SubmitLimits) Validate() error {
 // publisher is told its submission was not taken, and nothing JetStream
 // acknowledged is ever dropped to make room.
 func ensureSubmissions(ctx context.Context, js jetstream.JetStream, lim SubmitLimits) (jetstream.Consumer, error) {
-	st, err := bus.Ensure(ctx, func() (jetstream.Stream, error) {
+	st, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
 			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
 			MaxMsgs: lim.MaxMsgs, MaxBytes: lim.MaxBytes, Discard: jetstream.DiscardNew,
