@@ -712,3 +712,36 @@ func TestTrackNeverGoesBack(t *testing.T) {
 		t.Fatal("an ended workload's subject is still tracked")
 	}
 }
+
+// TestRestartAfterDrainDecidesOnlyWhatIsNew: a ClusterQueue set to
+// HoldAndDrain evicts its admitted workloads, which the engine decides
+// while it applies the change. A new instance replays that change, and
+// the eviction is in the log already: it must not publish it again, nor
+// be refused for it and replay forever, and it admits the workload again
+// once the queue runs.
+func TestRestartAfterDrainDecidesOnlyWhatIsNew(t *testing.T) {
+	h := newHarness(t)
+	cq := func(policy string) {
+		h.config("ClusterQueue", "", "cq", fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ClusterQueue","metadata":{"name":"cq"},
+		"spec":{"namespaceSelector":{},%s"resourceGroups":[{"coveredResources":["cpu"],"flavors":[{"name":"rf","resources":[{"name":"cpu","nominalQuota":"4"}]}]}]}}`, policy))
+	}
+	stop := h.start("first")
+	h.world(4)
+	h.submit("w1", 2)
+	h.waitAdmitted(1)
+	cq(`"stopPolicy":"HoldAndDrain",`)
+	h.ofType(events.Evicted, 1)
+	stop()
+	stop2 := h.start("second")
+	defer stop2()
+	h.steady(time.Second)
+	cq("")
+	got := h.waitAdmitted(2)
+	if got["w1"] != 2 {
+		t.Errorf("w1 admitted %d times, want 2 (before the drain and after)", got["w1"])
+	}
+	h.steady(time.Second)
+	if n := len(h.ofType(events.Evicted, 1)); n != 1 {
+		t.Errorf("%d evictions in the log, want 1", n)
+	}
+}
