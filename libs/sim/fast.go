@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 
@@ -115,78 +115,176 @@ func parseFast(data []byte) (*Scenario, error) {
 	return sc, nil
 }
 
-// fastScenario is rawScenario for encoding/json/v2, which splits the text
-// into its parts in one scan (strictly: unknown and duplicate names, and
-// names in another case, are errors, and so go to the reference).
-type fastScenario struct {
-	Name          string                      `json:"name"`
-	Description   string                      `json:"description"`
-	Configuration jsontext.Value              `json:"configuration"`
-	Objects       []jsontext.Value            `json:"objects"`
-	Steps         []map[string]jsontext.Value `json:"steps"`
-}
-
-// parseFastJSON is parseJSON for the JSON text yamljson wrote: submit and
-// apply manifests go to api.Decode one by one, the other steps through
-// parseStep.
+// parseFastJSON is parseJSON for the JSON text yamljson wrote, read in
+// one scan with a jsontext.Decoder over js itself: each manifest is a
+// slice of js, handed to api.Decode (submit and apply) or decodeValid
+// (objects, configuration) without a copy; the other steps go through
+// parseStep. It is strict as the reference is, or gives up (errSlow):
+// an unknown or duplicate name, a value of another kind.
 func parseFastJSON(js []byte) (*Scenario, error) {
-	var raw fastScenario
-	if err := jsonv2.Unmarshal(js, &raw, jsonv2.RejectUnknownMembers(true)); err != nil || raw.Name == "" {
+	d := fastJSON{dec: jsontext.NewDecoder(bytes.NewBuffer(js)), js: js}
+	sc := &Scenario{}
+	err := d.object(func(name string) error {
+		switch name {
+		case "name":
+			return d.str(&sc.Name)
+		case "description":
+			return d.str(&sc.Description)
+		case "configuration":
+			v, err := d.value()
+			if err != nil || v == nil {
+				return err
+			}
+			sc.Configuration, err = parseConfiguration(json.RawMessage(v), api.Decode)
+			return err
+		case "objects":
+			return d.array(func() error {
+				v, err := d.value()
+				if err != nil {
+					return err
+				}
+				objs, err := decodeValid(v, api.Decode)
+				sc.Objects = append(sc.Objects, objs...)
+				return err
+			})
+		case "steps":
+			return d.array(func() error {
+				st, err := d.step()
+				sc.Steps = append(sc.Steps, st)
+				return err
+			})
+		}
+		return errSlow
+	})
+	if err != nil || sc.Name == "" {
 		return nil, errSlow
 	}
-	sc := &Scenario{Name: raw.Name, Description: raw.Description}
-	if len(raw.Configuration) > 0 && string(raw.Configuration) != "null" {
-		cfg, err := parseConfiguration(json.RawMessage(raw.Configuration), api.Decode)
-		if err != nil {
-			return nil, errSlow
-		}
-		sc.Configuration = cfg
-	}
-	for _, o := range raw.Objects {
-		objs, err := decodeValid(o, api.Decode)
-		if err != nil {
-			return nil, errSlow
-		}
-		sc.Objects = append(sc.Objects, objs...)
-	}
-	for _, m := range raw.Steps {
-		if len(m) != 1 {
-			return nil, errSlow
-		}
-		for key, v := range m {
-			var st Step
-			switch key {
-			case "submit", "apply":
-				var docs []jsontext.Value
-				if err := jsonv2.Unmarshal(v, &docs); err != nil {
-					return nil, errSlow
-				}
-				var objs []api.Object
-				for _, d := range docs {
-					decoded, err := api.Decode(d)
-					if err != nil {
-						return nil, errSlow
-					}
-					objs = append(objs, decoded...)
-				}
-				if key == "submit" {
-					st.Submit = objs
-				} else {
-					st.Apply = objs
-				}
-			default:
-				step, err := json.Marshal(map[string]json.RawMessage{key: json.RawMessage(v)})
-				if err != nil {
-					return nil, errSlow
-				}
-				if st, err = parseStep(step, api.Decode); err != nil {
-					return nil, errSlow
-				}
-			}
-			sc.Steps = append(sc.Steps, st)
-		}
+	if _, err := d.dec.ReadToken(); err != io.EOF {
+		return nil, errSlow
 	}
 	return sc, nil
+}
+
+// fastJSON reads the parts of a scenario's JSON text.
+type fastJSON struct {
+	dec *jsontext.Decoder
+	js  []byte
+}
+
+// value is the next value as a slice of the text; nil for null.
+func (d *fastJSON) value() ([]byte, error) {
+	v, err := d.dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind() == 'n' {
+		return nil, nil
+	}
+	end := int(d.dec.InputOffset())
+	return d.js[end-len(v) : end : end], nil
+}
+
+// str reads a string, or null as "".
+func (d *fastJSON) str(s *string) error {
+	tok, err := d.dec.ReadToken()
+	switch {
+	case err != nil:
+		return err
+	case tok.Kind() == '"':
+		*s = tok.String()
+	case tok.Kind() != 'n':
+		return errSlow
+	}
+	return nil
+}
+
+// object reads an object (or null), calling each for every name; each
+// reads the name's value.
+func (d *fastJSON) object(each func(name string) error) error {
+	tok, err := d.dec.ReadToken()
+	if err != nil || tok.Kind() == 'n' {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return errSlow
+	}
+	for d.dec.PeekKind() != '}' {
+		name, err := d.dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if err := each(name.String()); err != nil {
+			return err
+		}
+	}
+	_, err = d.dec.ReadToken()
+	return err
+}
+
+// array reads an array (or null), calling each for every element; each
+// reads the element.
+func (d *fastJSON) array(each func() error) error {
+	tok, err := d.dec.ReadToken()
+	if err != nil || tok.Kind() == 'n' {
+		return err
+	}
+	if tok.Kind() != '[' {
+		return errSlow
+	}
+	for d.dec.PeekKind() != ']' {
+		if err := each(); err != nil {
+			return err
+		}
+	}
+	_, err = d.dec.ReadToken()
+	return err
+}
+
+// step reads one step: a map of exactly one key. Submit and apply are
+// decoded manifest by manifest, the rest through parseStep.
+func (d *fastJSON) step() (Step, error) {
+	var st Step
+	keys := 0
+	err := d.object(func(key string) error {
+		if keys++; keys > 1 {
+			return errSlow
+		}
+		if key != "submit" && key != "apply" {
+			v, err := d.value()
+			if err != nil || v == nil {
+				return errSlow
+			}
+			step, err := json.Marshal(map[string]json.RawMessage{key: json.RawMessage(v)})
+			if err != nil {
+				return errSlow
+			}
+			st, err = parseStep(step, api.Decode)
+			return err
+		}
+		if d.dec.PeekKind() != '[' {
+			return errSlow
+		}
+		var objs []api.Object
+		err := d.array(func() error {
+			v, err := d.value()
+			if err != nil || v == nil {
+				return errSlow
+			}
+			decoded, err := api.Decode(v)
+			objs = append(objs, decoded...)
+			return err
+		})
+		if key == "submit" {
+			st.Submit = objs
+		} else {
+			st.Apply = objs
+		}
+		return err
+	})
+	if err == nil && keys != 1 {
+		err = errSlow
+	}
+	return st, err
 }
 
 // fastStep reads one step: submit and apply manifest by manifest, the

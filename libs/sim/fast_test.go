@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/jetqueue/jetqueue/libs/api"
 )
 
 // TestParseFastAgrees reads every conformance scenario both ways: each one
@@ -43,6 +45,49 @@ func TestParseFastAgrees(t *testing.T) {
 			if diff := cmp.Diff(ref, fast, cmp.AllowUnexported(Expect{})); diff != "" {
 				t.Errorf("%s: (-reference +fast):\n%s", path, diff)
 			}
+		}
+	}
+}
+
+// TestParseFastJSONEdges: on JSON text the reference reads oddly or
+// refuses, the one-scan reading agrees with it or gives up; it never
+// accepts what the reference refuses or reads it otherwise.
+func TestParseFastJSONEdges(t *testing.T) {
+	wl := `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w","namespace":"ns"},` +
+		`"spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c"}]}}}]}}`
+	rf := `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{"name":"rf"}}`
+	for name, js := range map[string]string{
+		"plain":                  `{"name":"s","objects":[` + rf + `],"steps":[{"submit":[` + wl + `]},{"advance":"1s"}]}`,
+		"null parts":             `{"name":"s","description":null,"configuration":null,"objects":null,"steps":null}`,
+		"unknown name":           `{"name":"s","bogus":1}`,
+		"duplicate name":         `{"name":"s","name":"t"}`,
+		"name in another case":   `{"Name":"s"}`,
+		"name not a string":      `{"name":7}`,
+		"no name":                `{"steps":[]}`,
+		"step with two keys":     `{"name":"s","steps":[{"advance":"1s","finish":["ns/w"]}]}`,
+		"empty step":             `{"name":"s","steps":[{}]}`,
+		"null step":              `{"name":"s","steps":[null]}`,
+		"submit null":            `{"name":"s","steps":[{"submit":null}]}`,
+		"submit of a null":       `{"name":"s","steps":[{"submit":[null]}]}`,
+		"submit not a list":      `{"name":"s","steps":[{"submit":{}}]}`,
+		"invalid object":         `{"name":"s","objects":[{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{}}]}`,
+		"trailing text":          `{"name":"s"} {}`,
+		"top level a list":       `[{"name":"s"}]`,
+		"top level null":         `null`,
+		"objects not a list":     `{"name":"s","objects":{}}`,
+		"configuration a string": `{"name":"s","configuration":"x"}`,
+	} {
+		ref, rerr := parseJSON([]byte(js), api.Decode)
+		fast, ferr := parseFastJSON([]byte(js))
+		switch {
+		case ferr == nil && rerr != nil:
+			t.Errorf("%s: the one scan accepts what the reference refuses: %v", name, rerr)
+		case ferr == nil:
+			if diff := cmp.Diff(ref, fast, cmp.AllowUnexported(Expect{})); diff != "" {
+				t.Errorf("%s: (-reference +fast):\n%s", name, diff)
+			}
+		case name == "plain" || name == "null parts":
+			t.Errorf("%s: the one scan gives up on a valid scenario: %v", name, ferr)
 		}
 	}
 }
