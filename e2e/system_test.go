@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -32,9 +33,11 @@ import (
 // system is one running jetqueue: NATS, a database, ingest and the
 // deciders (admission, preemptor, podsready); startClient adds the scorer.
 type system struct {
-	t      testing.TB
-	base   string
-	nats   string
+	t    testing.TB
+	base string
+	nats string
+	// srv is the embedded NATS server (its message counts).
+	srv    *server.Server
 	db     string
 	stop   []func()
 	manual bool
@@ -71,7 +74,7 @@ func startWith(t testing.TB, manualClock bool) *system {
 func startOpts(t testing.TB, manualClock bool, ret *retention.Options) *system {
 	t.Helper()
 	srv := testenv.NATS(t)
-	s := &system{t: t, nats: srv.ClientURL(), db: testenv.Postgres(t), manual: manualClock, retention: ret}
+	s := &system{t: t, nats: srv.ClientURL(), srv: srv, db: testenv.Postgres(t), manual: manualClock, retention: ret}
 	t.Cleanup(s.close)
 	s.stopAdmission = s.startAdmission("a")
 	s.stopPreemptor = s.startPreemptor("a")
