@@ -125,3 +125,30 @@ func BenchmarkSnapshotDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSnapshotEncode encodes an engine of 50,000 admitted workloads
+// (admission's state after a minute at 1,000/s of make bench-latency),
+// as a snapshot's compaction does.
+func BenchmarkSnapshotEncode(b *testing.B) {
+	const n = 50_000
+	e := churnWorld(b, fmt.Sprint(n))
+	for i := range n {
+		if _, err := e.Submit(churnWorkload(i, 0), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e.RunToQuiescence(t0.Add(time.Hour))
+	if got := e.footprint().Admitted; got != n {
+		b.Fatalf("%d admitted, want %d", got, n)
+	}
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		snap, err := e.EncodeSnapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(snap)
+	}
+	b.ReportMetric(float64(size)/(1<<20), "MiB")
+}

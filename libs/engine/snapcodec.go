@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -34,7 +33,24 @@ import (
 // errShort is a record that ends before its fields do.
 var errShort = errors.New("record truncated")
 
-type snapWriter struct{ b []byte }
+type snapWriter struct {
+	b []byte
+	// adms holds each admission's encoding, by the record's pointer:
+	// workloads admitted alike share one (EncodeSnapshot).
+	adms map[*snapAdmission][]byte
+	// keys is the buffer sorted writes a map's keys in.
+	keys []string
+}
+
+// sorted returns m's keys in order, in a buffer the next call reuses.
+func sorted[K ~string, V any](w *snapWriter, m map[K]V) []string {
+	w.keys = w.keys[:0]
+	for k := range m {
+		w.keys = append(w.keys, string(k))
+	}
+	slices.Sort(w.keys)
+	return w.keys
+}
 
 func (w *snapWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *snapWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
@@ -231,13 +247,13 @@ func (w *snapWriter) podSets(pss []scheduler.PodSet) error {
 		w.optInt32(ps.MinCount)
 		w.bool(ps.PerPod != nil)
 		w.uvarint(uint64(len(ps.PerPod)))
-		for _, r := range slices.Sorted(maps.Keys(ps.PerPod)) {
-			w.str(string(r))
-			w.varint(ps.PerPod[r])
+		for _, r := range sorted(w, ps.PerPod) {
+			w.str(r)
+			w.varint(ps.PerPod[corev1.ResourceName(r)])
 		}
 		w.bool(ps.NodeSelector != nil)
 		w.uvarint(uint64(len(ps.NodeSelector)))
-		for _, k := range slices.Sorted(maps.Keys(ps.NodeSelector)) {
+		for _, k := range sorted(w, ps.NodeSelector) {
 			w.str(k)
 			w.str(ps.NodeSelector[k])
 		}
@@ -360,11 +376,11 @@ func (w *snapWriter) tried(t *scheduler.TriedFlavors) {
 	w.uvarint(uint64(len(t.Index)))
 	for _, m := range t.Index {
 		w.bool(m != nil)
-		keys := slices.Sorted(maps.Keys(m))
+		keys := sorted(w, m)
 		w.uvarint(uint64(len(keys)))
 		for _, k := range keys {
-			w.str(string(k))
-			w.varint(int64(m[k]))
+			w.str(k)
+			w.varint(int64(m[corev1.ResourceName(k)]))
 		}
 	}
 	w.varint(t.ClusterQueueGen)
@@ -426,9 +442,16 @@ func (w *snapWriter) workload(sw *snapWorkload) error {
 	w.str(string(sw.Status))
 	var adm []byte
 	if sw.Admission != nil {
-		var err error
-		if adm, err = json.Marshal(sw.Admission); err != nil {
-			return err
+		var ok bool
+		if adm, ok = w.adms[sw.Admission]; !ok {
+			var err error
+			if adm, err = json.Marshal(sw.Admission); err != nil {
+				return err
+			}
+			if w.adms == nil {
+				w.adms = map[*snapAdmission][]byte{}
+			}
+			w.adms[sw.Admission] = adm
 		}
 	}
 	w.bytes(adm)

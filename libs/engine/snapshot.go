@@ -178,37 +178,6 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 	for _, k := range sortedKeys(e.usage) {
 		s.Generations = append(s.Generations, snapGeneration{ClusterQueue: k, Generation: e.usage[k].generation})
 	}
-	var recs snapWriter
-	var rec snapWriter
-	keys := sortedKeys(e.workloads)
-	recs.uvarint(uint64(len(keys)))
-	for _, k := range keys {
-		w := e.workloads[k]
-		if w.stale != nil {
-			// A reissued preemption's copy waits for the timeout's timer
-			// (see reissued): a moment the encoding does not keep.
-			return nil, ErrNotQuiet
-		}
-		sw := snapWorkload{Object: w.Object, PodSets: w.Info.PodSets, Misconfigured: w.Info.Misconfigured, Adjusted: w.adjusted, Created: w.Info.Created, QueueTime: w.Info.QueueTime,
-			ClusterQueue: w.Info.ClusterQueue, Priority: w.Info.Priority, LastTried: w.Info.LastTried,
-			Status: w.Status, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq, Reason: w.Reason,
-			Evictions: w.Evictions, PodsReady: w.PodsReady, RequeueCount: w.RequeueCount, RequeueAt: w.RequeueAt,
-			QueuedIn: w.queuedIn, FinishedIn: w.finishedIn, PublishedReason: w.publishedReason, CondPending: w.condPending,
-			Listed: w.listed, EvictedPriority: w.evictedPriority, BackoffUpdated: w.backoffUpdated, EvictedUnset: w.evictedUnset, TimedOut: w.timedOut, TimerSeq: w.timerSeq,
-			FinishedQueued: e.finishedQueued[k] == w}
-		if a := w.Admission; a != nil {
-			sa := &snapAdmission{ClusterQueue: a.ClusterQueue, PodSets: a.PodSets}
-			for _, fr := range a.Usage.Keys() {
-				sa.Usage = append(sa.Usage, snapCell{Flavor: fr.Flavor, Resource: string(fr.Resource), Value: a.Usage[fr]})
-			}
-			sw.Admission = sa
-		}
-		rec.b = rec.b[:0]
-		if err := rec.workload(&sw); err != nil {
-			return nil, fmt.Errorf("workload %s: %w", k, err)
-		}
-		recs.bytes(rec.b)
-	}
 	for _, st := range e.queues.States() {
 		sq := snapQueue{Name: st.Name, Cohort: st.Cohort, Strategy: st.Strategy, Selector: encodeSelector(st.Selector),
 			Active: st.Active, PopCycle: st.PopCycle, InadmissibleCycle: st.InadmissibleCycle}
@@ -232,12 +201,54 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out snapWriter
-	out.b = make([]byte, 0, binary.MaxVarintLen64+len(head)+len(recs.b))
-	out.bytes(head)
-	out.b = append(out.b, recs.b...)
-	return out.b, nil
+	// The head, then the records, written where they end up: a record
+	// is a few hundred bytes, and a buffer grown by doubling from
+	// nothing, then copied behind the head, allocated five times the
+	// snapshot's size (on 50,000 workloads).
+	keys := sortedKeys(e.workloads)
+	recs := snapWriter{b: make([]byte, 0, 2*binary.MaxVarintLen64+len(head)+snapRecordGuess*len(keys))}
+	recs.bytes(head)
+	var rec snapWriter
+	// Equal admissions are one (see shared): each is encoded once.
+	adms := map[*scheduler.Admission]*snapAdmission{}
+	recs.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		w := e.workloads[k]
+		if w.stale != nil {
+			// A reissued preemption's copy waits for the timeout's timer
+			// (see reissued): a moment the encoding does not keep.
+			return nil, ErrNotQuiet
+		}
+		sw := snapWorkload{Object: w.Object, PodSets: w.Info.PodSets, Misconfigured: w.Info.Misconfigured, Adjusted: w.adjusted, Created: w.Info.Created, QueueTime: w.Info.QueueTime,
+			ClusterQueue: w.Info.ClusterQueue, Priority: w.Info.Priority, LastTried: w.Info.LastTried,
+			Status: w.Status, AdmittedAt: w.AdmittedAt, AdmissionSeq: w.admissionSeq, Reason: w.Reason,
+			Evictions: w.Evictions, PodsReady: w.PodsReady, RequeueCount: w.RequeueCount, RequeueAt: w.RequeueAt,
+			QueuedIn: w.queuedIn, FinishedIn: w.finishedIn, PublishedReason: w.publishedReason, CondPending: w.condPending,
+			Listed: w.listed, EvictedPriority: w.evictedPriority, BackoffUpdated: w.backoffUpdated, EvictedUnset: w.evictedUnset, TimedOut: w.timedOut, TimerSeq: w.timerSeq,
+			FinishedQueued: e.finishedQueued[k] == w}
+		if a := w.Admission; a != nil {
+			sa := adms[a]
+			if sa == nil {
+				sa = &snapAdmission{ClusterQueue: a.ClusterQueue, PodSets: a.PodSets}
+				for _, fr := range a.Usage.Keys() {
+					sa.Usage = append(sa.Usage, snapCell{Flavor: fr.Flavor, Resource: string(fr.Resource), Value: a.Usage[fr]})
+				}
+				adms[a] = sa
+			}
+			sw.Admission = sa
+		}
+		rec.b = rec.b[:0]
+		if err := rec.workload(&sw); err != nil {
+			return nil, fmt.Errorf("workload %s: %w", k, err)
+		}
+		recs.bytes(rec.b)
+	}
+	return recs.b, nil
 }
+
+// snapRecordGuess is about the size of a workload's record, which sizes
+// the snapshot's buffer up front.
+const snapRecordGuess = 384
 
 func encodeSelector(sel labels.Selector) string {
 	switch {

@@ -175,6 +175,7 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	shadow := &Service{cfg: s.cfg, log: zap.NewNop(), rt: &service.Runtime{Name: "admission-snapshot", Log: zap.NewNop()}, batch: s.batch,
 		m: metrics.NewAdmission(nil), shard: s.shard, shards: s.shards}
 	shadow.reset()
+	began := time.Now()
 	var start uint64
 	if sn, err := s.snaps.Store.Load(ctx); err == nil && sn != nil && shadow.restoreState(sn) == nil {
 		start = sn.Seq
@@ -209,9 +210,15 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	folded := time.Now()
 	payload, err := shadow.encodeState()
 	if err != nil {
 		return 0, err
 	}
-	return shadow.last, s.snaps.Store.Save(ctx, shadow.last, payload)
+	encoded := time.Now()
+	err = s.snaps.Store.Save(ctx, shadow.last, payload)
+	s.log.Info("snapshot compacted", zap.Uint64("from", start), zap.Uint64("to", shadow.last),
+		zap.Duration("restoreAndFold", folded.Sub(began)), zap.Duration("encode", encoded.Sub(folded)),
+		zap.Duration("save", time.Since(encoded)), zap.Int("bytes", len(payload)), zap.Error(err))
+	return shadow.last, err
 }
