@@ -59,13 +59,15 @@ chaos:
 
 ## fuzz: each fuzz target briefly (go test -fuzz takes one target per
 ## package per run): decoding, the one-pass YAML reader against
-## sigs.k8s.io/yaml, event parsing, the engine under random
-## event sequences, the HTTP handlers, the CLI's score vectors.
+## sigs.k8s.io/yaml, the scenario's one-scan JSON reading against the
+## reference, event parsing, the engine under random event sequences, the
+## HTTP handlers, the CLI's score vectors.
 fuzz:
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./api
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./events
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzEngine$$' -fuzztime=$(FUZZTIME) ./engine
 	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzAgrees$$' -fuzztime=$(FUZZTIME) ./yamljson
+	cd libs && $(GO) test -run='^$$' -fuzz='^FuzzParseFastJSON$$' -fuzztime=$(FUZZTIME) ./sim
 	cd services/ingest && $(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZHANDLERS) ./ingest
 	cd cmd/jqctl && $(GO) test -run='^$$' -fuzz='^FuzzScoreVector$$' -fuzztime=$(FUZZTIME) .
 

@@ -91,3 +91,29 @@ func TestParseFastJSONEdges(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseFastJSON: on any JSON text, the one-scan reading of a
+// scenario agrees with the reference or gives up.
+func FuzzParseFastJSON(f *testing.F) {
+	wl := `{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w","namespace":"ns"},` +
+		`"spec":{"queueName":"lq","podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c"}]}}}]}}`
+	for _, seed := range []string{
+		`{"name":"s","objects":[{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"ResourceFlavor","metadata":{"name":"rf"}}],"steps":[{"submit":[` + wl + `]},{"advance":"1s"},{"finish":["ns/w"]}]}`,
+		`{"name":"s","description":null,"configuration":{"waitForPodsReady":{"enable":true}},"objects":null,"steps":null}`,
+		`{"name":"s","steps":[{"apply":[]},{"expect":{"pending":["ns/w"]}}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, js []byte) {
+		ref, rerr := parseJSON(js, api.Decode)
+		fast, ferr := parseFastJSON(js)
+		switch {
+		case ferr == nil && rerr != nil:
+			t.Fatalf("the one scan accepts what the reference refuses: %v", rerr)
+		case ferr == nil:
+			if diff := cmp.Diff(ref, fast, cmp.AllowUnexported(Expect{})); diff != "" {
+				t.Fatalf("(-reference +fast):\n%s", diff)
+			}
+		}
+	})
+}
