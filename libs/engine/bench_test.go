@@ -126,11 +126,9 @@ func BenchmarkSnapshotDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkSnapshotEncode encodes an engine of 50,000 admitted workloads
-// (admission's state after a minute at 1,000/s of make bench-latency),
-// as a snapshot's compaction does.
-func BenchmarkSnapshotEncode(b *testing.B) {
-	const n = 50_000
+// admittedEngine is an engine of n admitted workloads: admission's state
+// after n/1,000 s at 1,000/s of make bench-latency.
+func admittedEngine(b *testing.B, n int) *Engine {
 	e := churnWorld(b, fmt.Sprint(n))
 	for i := range n {
 		if _, err := e.Submit(churnWorkload(i, 0), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
@@ -141,6 +139,13 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 	if got := e.footprint().Admitted; got != n {
 		b.Fatalf("%d admitted, want %d", got, n)
 	}
+	return e
+}
+
+// BenchmarkSnapshotEncode encodes an engine of 50,000 admitted
+// workloads, as a snapshot's compaction does.
+func BenchmarkSnapshotEncode(b *testing.B) {
+	e := admittedEngine(b, 50_000)
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
@@ -151,4 +156,19 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 		size = len(snap)
 	}
 	b.ReportMetric(float64(size)/(1<<20), "MiB")
+}
+
+// BenchmarkSnapshotDecodeAdmitted restores that engine, as a
+// compaction's private copy and a restart do.
+func BenchmarkSnapshotDecodeAdmitted(b *testing.B) {
+	snap, err := admittedEngine(b, 50_000).EncodeSnapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeSnapshot(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -101,6 +101,10 @@ func (w *snapWriter) proto(m interface {
 type snapReader struct {
 	b   []byte
 	err error
+	// adms holds each admission decoded, by its encoding: workloads
+	// admitted alike share one (decodeWorkloads). What it holds is read
+	// only.
+	adms map[string]*snapAdmission
 }
 
 func (r *snapReader) fail(err error) {
@@ -493,9 +497,13 @@ func (r *snapReader) workload(sw *snapWorkload) error {
 	sw.LastTried = r.tried()
 	sw.Status = Status(r.str())
 	if adm := r.bytes(); len(adm) > 0 && r.err == nil {
-		sw.Admission = &snapAdmission{}
-		if err := json.Unmarshal(adm, sw.Admission); err != nil {
-			r.fail(fmt.Errorf("admission: %w", err))
+		if sw.Admission = r.adms[string(adm)]; sw.Admission == nil {
+			sw.Admission = &snapAdmission{}
+			if err := json.Unmarshal(adm, sw.Admission); err != nil {
+				r.fail(fmt.Errorf("admission: %w", err))
+			} else if r.adms != nil {
+				r.adms[string(adm)] = sw.Admission
+			}
 		}
 	}
 	sw.AdmittedAt = r.time()

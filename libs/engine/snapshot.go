@@ -337,9 +337,10 @@ func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 					errs[w] = fmt.Errorf("%v", p)
 				}
 			}()
+			adms := map[string]*snapAdmission{}
 			for i := w; i < len(raw); i += workers {
 				d := &out[i]
-				r := snapReader{b: raw[i]}
+				r := snapReader{b: raw[i], adms: adms}
 				if err := r.workload(&d.snapWorkload); err != nil {
 					errs[w] = fmt.Errorf("workload %d: %w", i, err)
 					return
@@ -409,8 +410,9 @@ func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
 		}
 		e.usage[g.ClusterQueue] = &cqState{admitted: map[string]*Workload{}, total: quota.Usage{}, generation: g.Generation}
 	}
+	adms := map[*snapAdmission]*scheduler.Admission{}
 	for i := range ws {
-		if err := e.restoreWorkload(&ws[i].snapWorkload, ws[i].info); err != nil {
+		if err := e.restoreWorkload(&ws[i].snapWorkload, ws[i].info, adms); err != nil {
 			return nil, err
 		}
 	}
@@ -432,7 +434,10 @@ func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) error {
+// restoreWorkload adds a decoded workload. adms is each admission made
+// so far, by the record it was made from: records decoded alike are one
+// (decodeWorkloads), and so is what is made of them.
+func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload, adms map[*snapAdmission]*scheduler.Admission) error {
 	key := info.Key
 	if e.workloads[key] != nil {
 		return fmt.Errorf("workload %s listed twice", key)
@@ -468,15 +473,19 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload) err
 		e.finishedQueued[key] = w
 	}
 	if sa := sw.Admission; sa != nil {
-		ad := scheduler.Admission{ClusterQueue: sa.ClusterQueue, PodSets: sa.PodSets, Usage: quota.Usage{}}
-		for _, c := range sa.Usage {
-			fr := quota.FlavorResource{Flavor: c.Flavor, Resource: corev1.ResourceName(c.Resource)}
-			if _, dup := ad.Usage[fr]; dup || c.Value < 0 {
-				return fmt.Errorf("workload %s: usage of %v listed twice or negative", key, fr)
+		if w.Admission = adms[sa]; w.Admission == nil {
+			ad := scheduler.Admission{ClusterQueue: sa.ClusterQueue, PodSets: sa.PodSets, Usage: quota.Usage{}}
+			for _, c := range sa.Usage {
+				fr := quota.FlavorResource{Flavor: c.Flavor, Resource: corev1.ResourceName(c.Resource)}
+				if _, dup := ad.Usage[fr]; dup || c.Value < 0 {
+					return fmt.Errorf("workload %s: usage of %v listed twice or negative", key, fr)
+				}
+				ad.Usage[fr] = c.Value
 			}
-			ad.Usage[fr] = c.Value
+			w.Admission = e.shared(ad)
+			adms[sa] = w.Admission
 		}
-		w.Admission = e.shared(ad)
+		ad := w.Admission
 		st := e.state(ad.ClusterQueue)
 		if !st.total.Add(ad.Usage) {
 			return fmt.Errorf("workload %s: usage of ClusterQueue %s overflows", key, ad.ClusterQueue)
