@@ -197,16 +197,7 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.KeepAlive(e)
 
 		base = heapInUse()
-		e = churnWorld(b, fmt.Sprint(n))
-		for i := range n {
-			if _, err := e.Submit(churnWorkload(i, 0), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		e.RunToQuiescence(t0.Add(time.Hour))
-		if got := e.footprint().Admitted; got != n {
-			b.Fatalf("%d admitted, want %d", got, n)
-		}
+		e = admittedEngine(b, n)
 		perAdmitted := float64(heapInUse()-base) / n
 		runtime.KeepAlive(e)
 		b.ReportMetric(perPending, "B/pending")

@@ -201,37 +201,30 @@ func (d *fastJSON) str(s *string) error {
 // object reads an object (or null), calling each for every name; each
 // reads the name's value.
 func (d *fastJSON) object(each func(name string) error) error {
-	tok, err := d.dec.ReadToken()
-	if err != nil || tok.Kind() == 'n' {
-		return err
-	}
-	if tok.Kind() != '{' {
-		return errSlow
-	}
-	for d.dec.PeekKind() != '}' {
+	return d.composite('{', '}', func() error {
 		name, err := d.dec.ReadToken()
 		if err != nil {
 			return err
 		}
-		if err := each(name.String()); err != nil {
-			return err
-		}
-	}
-	_, err = d.dec.ReadToken()
-	return err
+		return each(name.String())
+	})
 }
 
 // array reads an array (or null), calling each for every element; each
 // reads the element.
-func (d *fastJSON) array(each func() error) error {
+func (d *fastJSON) array(each func() error) error { return d.composite('[', ']', each) }
+
+// composite reads an object or an array (or null), from open to end,
+// calling each until end is next.
+func (d *fastJSON) composite(open, end jsontext.Kind, each func() error) error {
 	tok, err := d.dec.ReadToken()
 	if err != nil || tok.Kind() == 'n' {
 		return err
 	}
-	if tok.Kind() != '[' {
+	if tok.Kind() != open {
 		return errSlow
 	}
-	for d.dec.PeekKind() != ']' {
+	for d.dec.PeekKind() != end {
 		if err := each(); err != nil {
 			return err
 		}
