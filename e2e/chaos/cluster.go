@@ -60,16 +60,23 @@ type cluster struct {
 	services map[string][]*proc
 	// ingestURLs are the ingest instances' HTTP APIs.
 	ingestURLs []string
+	// profilers are the services' profiler addresses, by process name,
+	// when the cluster was started with them (withProfilers).
+	profilers map[string]string
 }
 
 func startCluster(bin, logDir, natsStore string) (*cluster, error) {
-	return startClusterOf(bin, logDir, natsStore, map[string]int{"ingest": 2, "admission": 2, "preemptor": 1, "podsready": 1, "scorer": 1})
+	return startClusterOf(bin, logDir, natsStore, map[string]int{"ingest": 2, "admission": 2, "preemptor": 1, "podsready": 1, "scorer": 1}, false)
 }
 
 // startClusterOf starts nats-server, PostgreSQL and instances[svc]
-// instances of each service.
-func startClusterOf(bin, logDir, natsStore string, instances map[string]int) (*cluster, error) {
+// instances of each service, each with a profiler (--pprof-addr) if
+// profilers is set.
+func startClusterOf(bin, logDir, natsStore string, instances map[string]int, profilers bool) (*cluster, error) {
 	c := &cluster{bin: bin, logDir: logDir, services: map[string][]*proc{}}
+	if profilers {
+		c.profilers = map[string]string{}
+	}
 	var err error
 	if c.nats, err = startNATS(filepath.Join(bin, "nats-server"), natsStore, logDir); err != nil {
 		return c, err
@@ -106,6 +113,14 @@ func (c *cluster) service(svc, instance string) (*proc, error) {
 	}
 	name := svc + "-" + instance
 	common := []string{"--nats-url", c.nats.URL(), "--admin-addr", "127.0.0.1:" + strconv.Itoa(admin), "--log-json=false"}
+	if c.profilers != nil {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c.profilers[name] = "127.0.0.1:" + strconv.Itoa(port)
+		common = append(common, "--pprof-addr", c.profilers[name])
+	}
 	var extra []string
 	switch svc {
 	case "ingest":

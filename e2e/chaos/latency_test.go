@@ -20,6 +20,10 @@ import (
 // built from this repository, started afresh for every run. In one
 // process every service shares one heap, and each collection slows them
 // all; here each has its own. make bench-latency runs both.
+//
+// JQ_LATENCY_PROFILE=DIR also writes a CPU profile of each service
+// process over the steady load, DIR/<process>.pprof, taken through the
+// services' --pprof-addr.
 func BenchmarkSteadyLatencyProcesses(b *testing.B) {
 	logDir := b.TempDir()
 	bin := b.TempDir()
@@ -44,7 +48,8 @@ func BenchmarkSteadyLatencyProcesses(b *testing.B) {
 // processRun runs one steady load against a fresh cluster of one
 // instance per service.
 func processRun(b *testing.B, bin, logDir string, o steady.Options) steady.Result {
-	c, err := startClusterOf(bin, logDir, natsStore(b), map[string]int{"ingest": 1, "admission": 1, "preemptor": 1, "podsready": 1, "scorer": 1})
+	profiles := os.Getenv("JQ_LATENCY_PROFILE")
+	c, err := startClusterOf(bin, logDir, natsStore(b), map[string]int{"ingest": 1, "admission": 1, "preemptor": 1, "podsready": 1, "scorer": 1}, profiles != "")
 	defer c.close()
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +68,11 @@ func processRun(b *testing.B, bin, logDir string, o steady.Options) steady.Resul
 	}
 	o.Base, o.NATSURL = base, c.nats.URL()
 	before := treeCPU()
+	profiled := c.profile(profiles, o.Duration)
 	res, err := steady.Run(context.Background(), o)
+	if perr := profiled(); perr != nil {
+		b.Error(perr)
+	}
 	if err != nil {
 		b.Fatalf("%s at %d/s: %v", o.Via, o.Rate, err)
 	}

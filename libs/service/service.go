@@ -1,6 +1,7 @@
 // Package service is the runtime every jetqueue service shares: flags with
 // JQ_-prefixed environment fallbacks, zap logging, one admin port serving
-// /healthz, /readyz and /metrics, and an orderly stop on SIGTERM:
+// /healthz, /readyz and /metrics, a profiler on a loopback address when
+// asked (--pprof-addr), and an orderly stop on SIGTERM:
 // readiness off → the service's own drain (consumers, publishes) → close.
 // A service's main is then a few lines: declare flags, call Run.
 package service
@@ -44,6 +45,8 @@ type Runtime struct {
 	ready        atomic.Bool
 	// AdminAddr is the address the admin server listens on.
 	AdminAddr string
+	// PprofAddr is the address the profiler listens on; empty when off.
+	PprofAddr string
 	skipped   skipped
 }
 
@@ -53,6 +56,7 @@ func (r *Runtime) SetReady(ok bool) { r.ready.Store(ok) }
 // Options are the flags every service has.
 type Options struct {
 	AdminAddr   string
+	PprofAddr   string
 	LogLevel    string
 	LogJSON     bool
 	StopTimeout time.Duration
@@ -61,6 +65,7 @@ type Options struct {
 // RegisterFlags declares the common flags on fs.
 func RegisterFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9090", "address of the admin server (/healthz, /readyz, /metrics)")
+	fs.StringVar(&o.PprofAddr, PprofFlag, "", "address of a Go profiler (net/http/pprof under /debug/pprof/), loopback only, such as 127.0.0.1:6060; empty: off")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&o.LogJSON, "log-json", true, "log as JSON (false: human-readable console)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 20*time.Second, "how long a stop may take to drain before the process exits")
@@ -120,6 +125,11 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 			Help: "Times the service's main failed and was started again in the same process."})}
 	rt.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), rt.restarts)
 	rt.freshRegistry()
+	if o.PprofAddr != "" {
+		if err := checkPprofAddr(o.PprofAddr); err != nil {
+			return err
+		}
+	}
 	lis, err := net.Listen("tcp", o.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin server: %w", err)
@@ -132,6 +142,15 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 		defer cancel()
 		_ = admin.Shutdown(sctx)
 	}()
+	if o.PprofAddr != "" {
+		addr, stop, err := listenPprof(o.PprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		rt.PprofAddr = addr
+		rt.Log.Info("profiler listening", zap.String("addr", addr))
+	}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
