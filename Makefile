@@ -144,7 +144,8 @@ bench-latency:
 
 ## bench-e2e: 20,000 workloads over NATS through the whole pipeline;
 ## admitted/s against a bare 3-hop chain, and the NATS server's messages
-## per admitted workload against per event of the chain.
+## per admitted workload (in all and by connection) against per event of
+## the chain.
 bench-e2e:
 	cd e2e && $(GO) test -run='^$$' -bench=EndToEnd -benchtime=1x -timeout 20m .
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,6 +38,37 @@ func serverMessages(b *testing.B, srv *server.Server) int64 {
 		b.Fatal(err)
 	}
 	return v.InMsgs + v.OutMsgs
+}
+
+// connMessages is what the server has received from and sent to each
+// client connection, by connection name (several of a name summed).
+func connMessages(b *testing.B, srv *server.Server) map[string][2]int64 {
+	cz, err := srv.Connz(&server.ConnzOptions{Limit: 10_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string][2]int64{}
+	for _, c := range cz.Conns {
+		m := out[c.Name]
+		m[0] += c.InMsgs
+		m[1] += c.OutMsgs
+		out[c.Name] = m
+	}
+	return out
+}
+
+// perConnection renders what each connection carried between two
+// connMessages readings, per workload: in (its publishes, acks and pull
+// requests) and out (deliveries and replies).
+func perConnection(before, after map[string][2]int64, n int) string {
+	names := slices.Sorted(maps.Keys(after))
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		in := float64(after[name][0]-before[name][0]) / float64(n)
+		out := float64(after[name][1]-before[name][1]) / float64(n)
+		parts = append(parts, fmt.Sprintf("%s %.1f in + %.1f out", name, in, out))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // bareChainCounted is bareChain that also returns the messages the
@@ -115,7 +147,9 @@ func bareChainCounted(b *testing.B, url string, srv *server.Server, n int) (floa
 // admitted workloads per second, submit→admitted latency (p50, p99) and
 // how long the projection trails the last admission, then measures a bare
 // 3-hop JetStream chain on the same server and prints the ratio of
-// admitted/s to the chain's events/s ÷ 3. Run it with `make bench-e2e`.
+// admitted/s to the chain's events/s ÷ 3, with the messages the server
+// carried per workload, in all and by client connection. Run it with
+// `make bench-e2e`.
 func BenchmarkEndToEnd(b *testing.B) {
 	const n, queues = 20_000, 50
 	for b.Loop() {
@@ -158,7 +192,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		submittedAt := make(map[string]time.Time, n)
-		msgs := serverMessages(b, s.srv)
+		msgs, conns := serverMessages(b, s.srv), connMessages(b, s.srv)
 		start := time.Now()
 		for i := range n {
 			ns, name := fmt.Sprintf("ns-%d", i%queues), fmt.Sprintf("w%05d", i)
@@ -193,6 +227,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		// Everything the burst made the server carry, up to the
 		// projection's last write: each service's reads and writes.
 		perWorkload := float64(serverMessages(b, s.srv)-msgs) / n
+		byConn := perConnection(conns, connMessages(b, s.srv), n)
 		cc.Stop()
 		cancel()
 		nc.Close()
@@ -220,6 +255,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			n, admitted, chain, chain/3, admitted/(chain/3))
 		fmt.Printf("the NATS server carried %.1f messages (in and out) per admitted workload, %.1f per event of the bare chain (%.1f per 3 hops)\n",
 			perWorkload, perEvent, 3*perEvent)
+		fmt.Printf("  by connection, per workload: %s\n", byConn)
 		s.close()
 	}
 }
