@@ -400,6 +400,17 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	st.admitted[w.Info.Key] = w
 	st.total.Add(ad.Usage)
 	e.chargeLocalQueue(w, ad.Usage, false)
+	// Kueue's cache takes the admitted workload's status update (the
+	// reservation written) as a delete and an add of the copy the
+	// scheduler assumed (Cache.AddOrUpdateWorkload), and the delete grows
+	// the queue's AllocatableResourceGeneration: a pending workload of the
+	// queue or its cohort that tried some flavors starts over at its next
+	// attempt, as after a release.
+	st.generation++
+	e.cohortGens = nil
+	if !slices.Contains(e.releasedIn, ad.ClusterQueue) {
+		e.releasedIn = append(e.releasedIn, ad.ClusterQueue)
+	}
 	e.snapUsageChanged(ad.ClusterQueue, st)
 	w.queuedIn = ""
 	e.setStatus(w, Admitted)
@@ -549,11 +560,12 @@ func (e *Engine) RunToQuiescence(now time.Time) int {
 		for _, k := range e.queues.DrainUnparked() {
 			fp = e.rehash(fp, k)
 		}
-		if len(e.evictions) > evictions {
-			// Released quota may have outdated retry states. Only a share
-			// hashed with a retry state can change (one hashed without it
-			// stays so, since generations only grow within a run), and only
-			// in the cohort, or the queue alone, that released quota.
+		if len(e.releasedIn) > 0 {
+			// Released quota, or an admission, may have outdated retry
+			// states (both grow a generation). Only a share hashed with a
+			// retry state can change (one hashed without it stays so,
+			// since generations only grow within a run), and only in the
+			// cohort, or the queue alone, whose generation grew.
 			var groups []string
 			for _, cq := range e.releasedIn {
 				if g := e.triedGroup(cq); !slices.Contains(groups, g) {
