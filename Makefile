@@ -137,7 +137,8 @@ bench-decode:
 ## 1,000/s for 60 s each (JQ_LATENCY_DURATION), over HTTP and JQ_SUBMIT:
 ## first with every service in one process, then with nats-server,
 ## PostgreSQL and each service as its own process (JQ_LATENCY_ONLY=http-1000
-## runs one of the four in each).
+## runs one of the four in each; JQ_LATENCY_PROFILE=DIR writes a CPU profile
+## of each service process there).
 bench-latency:
 	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkSteadyLatency$$' -benchtime=1x -timeout 30m .
 	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkSteadyLatencyProcesses$$' -benchtime=1x -timeout 40m ./chaos
