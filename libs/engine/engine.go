@@ -193,9 +193,10 @@ type Engine struct {
 	// (Kueue's admission attempts); see ObserveCycles.
 	onCycle func(CycleResult)
 	// triedHashed are the workloads whose share of this run's fingerprint
-	// covers a retry state, the only shares a release of quota changes, by
-	// triedGroup of their ClusterQueue; releasedIn are the queues that
-	// released quota since the fingerprint last looked.
+	// covers a retry state, the only shares a release of quota or an
+	// admission changes, by triedGroup of their ClusterQueue; releasedIn
+	// are the queues whose generation grew (a release, an admission)
+	// since the fingerprint last looked.
 	triedHashed map[string]map[string]*Workload
 	releasedIn  []string
 	// afterCycle, set by tests only, sees the fingerprint after each cycle

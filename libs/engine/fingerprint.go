@@ -20,8 +20,8 @@ import (
 //   - the parked workloads an event sent back to their heaps (the
 //     queues' unparked list);
 //   - the shares hashed with a retry state in a cohort, or a queue
-//     alone, that released quota (releasedIn), whose retry states a
-//     release outdates;
+//     alone, that released quota or admitted a workload (releasedIn),
+//     whose retry states either outdates (both grow a generation);
 //   - the shares a run left for the next one (see RunToQuiescence).
 //
 // Anything else that changes shares (a configuration change, a cycle
@@ -153,7 +153,8 @@ func (e *Engine) rehash(fp uint64, key string) uint64 {
 }
 
 // setHash stores a workload's share for the current epoch and keeps
-// triedHashed: the shares that a release of quota may change.
+// triedHashed: the shares that a release of quota or an admission may
+// change.
 func (e *Engine) setHash(w *Workload) {
 	var tried bool
 	w.hash, tried = e.hashPending(w)
@@ -176,9 +177,10 @@ func (e *Engine) setHash(w *Workload) {
 	}
 }
 
-// triedGroup is whose release of quota outdates the retry states of a
-// ClusterQueue's workloads (see currentTried): its cohort's members, or
-// the queue alone. A NUL, which no name holds, tells a queue from a cohort.
+// triedGroup is whose release of quota or admission outdates the retry
+// states of a ClusterQueue's workloads (see currentTried): its cohort's
+// members, or the queue alone. A NUL, which no name holds, tells a queue
+// from a cohort.
 func (e *Engine) triedGroup(cq string) string {
 	if c := e.clusterQueues[cq]; c != nil && c.Spec.Cohort != "" {
 		return c.Spec.Cohort
@@ -265,10 +267,10 @@ func hashTried(h uint64, t *scheduler.TriedFlavors, buf *[]corev1.ResourceName) 
 }
 
 // currentTried is a pending workload's retry state as its next attempt
-// sees it: nil once its ClusterQueue or cohort released quota since the
-// state was computed (the flavor assigner then starts over, as Kueue's
-// lastAssignmentOutdated). Two states that differ only there are not the
-// same state.
+// sees it: nil once its ClusterQueue or cohort released quota or admitted
+// a workload since the state was computed (the flavor assigner then
+// starts over, as Kueue's lastAssignmentOutdated). Two states that differ
+// only there are not the same state.
 func (e *Engine) currentTried(w *Workload) *scheduler.TriedFlavors {
 	t := w.Info.LastTried
 	cq := e.clusterQueues[w.Info.ClusterQueue]
@@ -285,8 +287,8 @@ func (e *Engine) currentTried(w *Workload) *scheduler.TriedFlavors {
 }
 
 // cohortGeneration is the sum of the active member queues' generations,
-// as the scheduler's snapshot counts it; cached until a release or a
-// configuration change.
+// as the scheduler's snapshot counts it; cached until a release, an
+// admission or a configuration change.
 func (e *Engine) cohortGeneration(cohort string) int64 {
 	if e.cohortGens == nil {
 		e.cohortGens = map[string]int64{}
