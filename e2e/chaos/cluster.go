@@ -61,7 +61,7 @@ type cluster struct {
 	// ingestURLs are the ingest instances' HTTP APIs.
 	ingestURLs []string
 	// profilers are the services' profiler addresses, by process name,
-	// when the cluster was started with them (withProfilers).
+	// when startClusterOf was asked for them.
 	profilers map[string]string
 }
 
