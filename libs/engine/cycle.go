@@ -407,7 +407,11 @@ func (e *Engine) admit(w *Workload, ad scheduler.Admission, now time.Time) {
 	// queue or its cohort that tried some flavors starts over at its next
 	// attempt, as after a release.
 	st.generation++
-	e.cohortGens = nil
+	if c := e.clusterQueues[ad.ClusterQueue]; e.cohortGens != nil && c != nil && c.Spec.Cohort != "" && e.inactive[ad.ClusterQueue] == "" {
+		// The cached sum of the cohort's active members (cohortGeneration)
+		// grows with it, rather than all sums being counted again.
+		e.cohortGens[c.Spec.Cohort]++
+	}
 	if !slices.Contains(e.releasedIn, ad.ClusterQueue) {
 		e.releasedIn = append(e.releasedIn, ad.ClusterQueue)
 	}

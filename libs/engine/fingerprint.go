@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,6 +136,11 @@ func (e *Engine) checkFingerprint(fp uint64) {
 	}
 	if sum != fp {
 		panic(fmt.Sprintf("engine: kept fingerprint %x, full %x", fp, sum))
+	}
+	if e.cohortGens != nil {
+		if fresh := e.countCohortGens(); !maps.Equal(fresh, e.cohortGens) {
+			panic(fmt.Sprintf("engine: cohort generations kept %v, counted %v", e.cohortGens, fresh))
+		}
 	}
 }
 
@@ -291,12 +297,18 @@ func (e *Engine) currentTried(w *Workload) *scheduler.TriedFlavors {
 // admission or a configuration change.
 func (e *Engine) cohortGeneration(cohort string) int64 {
 	if e.cohortGens == nil {
-		e.cohortGens = map[string]int64{}
-		for name, cq := range e.clusterQueues {
-			if c := cq.Spec.Cohort; c != "" && e.inactive[name] == "" {
-				e.cohortGens[c] += e.state(name).generation
-			}
-		}
+		e.cohortGens = e.countCohortGens()
 	}
 	return e.cohortGens[cohort]
+}
+
+// countCohortGens sums each cohort's active members' generations.
+func (e *Engine) countCohortGens() map[string]int64 {
+	gens := map[string]int64{}
+	for name, cq := range e.clusterQueues {
+		if c := cq.Spec.Cohort; c != "" && e.inactive[name] == "" {
+			gens[c] += e.state(name).generation
+		}
+	}
+	return gens
 }
