@@ -1,13 +1,10 @@
 package service
 
 import (
-	"context"
 	"net"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 func TestProbeAddr(t *testing.T) {
@@ -45,22 +42,7 @@ func TestHealthcheckProbesReadiness(t *testing.T) {
 	lis.Close()
 	o := Options{AdminAddr: ":" + port, StopTimeout: 5 * time.Second}
 
-	ctx, stop := context.WithCancel(context.Background())
-	started := make(chan *Runtime, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- RunContext(ctx, "test", o, zap.NewNop(), func(ctx context.Context, rt *Runtime) error {
-			started <- rt
-			<-ctx.Done()
-			return nil
-		})
-	}()
-	var rt *Runtime
-	select {
-	case rt = <-started:
-	case err := <-errc:
-		t.Fatalf("admin server did not start: %v", err)
-	}
+	rt, stop := runService(t, o)
 	if err := Healthcheck(o); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("healthcheck before ready: %v, want a 503 error", err)
 	}
@@ -68,8 +50,7 @@ func TestHealthcheckProbesReadiness(t *testing.T) {
 	if err := Healthcheck(o); err != nil {
 		t.Errorf("healthcheck when ready: %v", err)
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := Healthcheck(o); err == nil {

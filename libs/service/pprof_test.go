@@ -37,17 +37,7 @@ func TestPprofServesOnLoopback(t *testing.T) {
 		if want {
 			o.PprofAddr = "127.0.0.1:0"
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		got := make(chan *Runtime, 1)
-		errc := make(chan error, 1)
-		go func() {
-			errc <- RunContext(ctx, "test", o, zap.NewNop(), func(ctx context.Context, rt *Runtime) error {
-				got <- rt
-				<-ctx.Done()
-				return nil
-			})
-		}()
-		rt := <-got
+		rt, stop := runService(t, o)
 		if (rt.PprofAddr != "") != want {
 			t.Errorf("profiler wanted %v: PprofAddr %q", want, rt.PprofAddr)
 		}
@@ -59,8 +49,7 @@ func TestPprofServesOnLoopback(t *testing.T) {
 		if code, _ := fetch(t, "http://"+rt.AdminAddr+"/debug/pprof/"); code != http.StatusNotFound {
 			t.Errorf("admin port serves the profiler: %d", code)
 		}
-		stop()
-		if err := <-errc; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
