@@ -146,7 +146,9 @@ bench-latency:
 ## bench-e2e: 20,000 workloads over NATS through the whole pipeline;
 ## admitted/s against a bare 3-hop chain, and the NATS server's messages
 ## per admitted workload (in all and by connection) against per event of
-## the chain.
+## the chain, and CPU per admitted workload (this process, PostgreSQL)
+## against per message through the chain; JQ_BURST_PROFILE=FILE writes a
+## CPU profile of the burst.
 bench-e2e:
 	cd e2e && $(GO) test -run='^$$' -bench=EndToEnd -benchtime=1x -timeout 20m .
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -20,16 +22,6 @@ import (
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
-
-// bareChain measures, on the NATS server at url, the events a second a bare
-// 3-hop JetStream chain carries: n messages of a workload's size published
-// asynchronously to one stream, each consumed and published to a second,
-// then to a third, and consumed there. It is what the pipeline's three hops
-// (submit, Created, QuotaReserved) would cost with no work at each.
-func bareChain(b *testing.B, url string, n int) float64 {
-	rate, _ := bareChainCounted(b, url, nil, n)
-	return rate
-}
 
 // serverMessages is what the server has received and sent, in messages.
 func serverMessages(b *testing.B, srv *server.Server) int64 {
@@ -71,10 +63,21 @@ func perConnection(before, after map[string][2]int64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-// bareChainCounted is bareChain that also returns the messages the
-// server srv (if given) received and sent per event through the chain.
-func bareChainCounted(b *testing.B, url string, srv *server.Server, n int) (float64, float64) {
-	nc, err := bus.Connect(url, "bare-chain")
+// chainRun is what a bare chain measured: events a second (3 per message
+// through it), the messages the server carried per event, and this
+// process's CPU per message through all three hops.
+type chainRun struct {
+	rate, msgsPerEvent float64
+	cpuPerMessage      time.Duration
+}
+
+// bareChain measures, on the NATS server srv, what a bare 3-hop JetStream
+// chain carries: n messages of a workload's size published asynchronously
+// to one stream, each consumed and published to a second, then to a
+// third, and consumed there. It is what the pipeline's three hops
+// (submit, Created, QuotaReserved) would cost with no work at each.
+func bareChain(b *testing.B, srv *server.Server, n int) chainRun {
+	nc, err := bus.Connect(srv.ClientURL(), "bare-chain")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,10 +123,7 @@ func bareChainCounted(b *testing.B, url string, srv *server.Server, n int) (floa
 	}
 	defer cc.Stop()
 	body := make([]byte, 400)
-	var before int64
-	if srv != nil {
-		before = serverMessages(b, srv)
-	}
+	before, cpu := serverMessages(b, srv), readCPU()
 	start := time.Now()
 	for range n {
 		if _, err := js.PublishAsync("bare.a", body, jetstream.WithStallWait(time.Minute)); err != nil {
@@ -135,11 +135,34 @@ func bareChainCounted(b *testing.B, url string, srv *server.Server, n int) (floa
 	case <-ctx.Done():
 		b.Fatalf("bare chain: %d of %d through", count, n)
 	}
-	rate := 3 * float64(n) / time.Since(start).Seconds()
-	if srv == nil {
-		return rate, 0
+	return chainRun{
+		rate:          3 * float64(n) / time.Since(start).Seconds(),
+		msgsPerEvent:  float64(serverMessages(b, srv)-before) / (3 * float64(n)),
+		cpuPerMessage: readCPU().sub(cpu).self / time.Duration(n),
 	}
-	return rate, float64(serverMessages(b, srv)-before) / (3 * float64(n))
+}
+
+// burstProfile starts a CPU profile of this process (every service, the
+// NATS server and the bench's own client) written to the file
+// JQ_BURST_PROFILE names, if it names one, and returns its stop.
+func burstProfile(b *testing.B) func() {
+	path := os.Getenv("JQ_BURST_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkEndToEnd submits 20,000 workloads over NATS (durable JQ_SUBMIT
@@ -149,7 +172,8 @@ func bareChainCounted(b *testing.B, url string, srv *server.Server, n int) (floa
 // 3-hop JetStream chain on the same server and prints the ratio of
 // admitted/s to the chain's events/s ÷ 3, with the messages the server
 // carried per workload, in all and by client connection. Run it with
-// `make bench-e2e`.
+// `make bench-e2e`; JQ_BURST_PROFILE=FILE writes a CPU profile of the
+// burst, from the first submission to the last admission.
 func BenchmarkEndToEnd(b *testing.B) {
 	const n, queues = 20_000, 50
 	for b.Loop() {
@@ -193,6 +217,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		}
 		submittedAt := make(map[string]time.Time, n)
 		msgs, conns := serverMessages(b, s.srv), connMessages(b, s.srv)
+		stopProfile, cpu := burstProfile(b), readCPU()
 		start := time.Now()
 		for i := range n {
 			ns, name := fmt.Sprintf("ns-%d", i%queues), fmt.Sprintf("w%05d", i)
@@ -222,6 +247,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatalf("only %d of %d admitted", len(admittedAt), n)
 		}
 		allAdmitted := time.Now()
+		stopProfile()
+		burstCPU := readCPU().sub(cpu)
 		s.sync()
 		projectionLag := time.Since(allAdmitted)
 		// Everything the burst made the server carry, up to the
@@ -246,15 +273,19 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
 		b.ReportMetric(float64(projectionLag.Milliseconds()), "projection-lag-ms")
-		chain, perEvent := bareChainCounted(b, s.nats, s.srv, n)
+		chain := bareChain(b, s.srv, n)
 		admitted := float64(n) / last.Sub(start).Seconds()
-		b.ReportMetric(chain, "bare-chain-events/s")
-		b.ReportMetric(admitted/(chain/3), "ratio-to-bare-chain")
+		b.ReportMetric(chain.rate, "bare-chain-events/s")
+		b.ReportMetric(admitted/(chain.rate/3), "ratio-to-bare-chain")
 		b.ReportMetric(perWorkload, "server-msgs/workload")
 		fmt.Printf("burst of %d: %.0f admitted/s; a bare 3-hop JetStream chain on the same server, right after: %.0f events/s (÷3 = %.0f/s); ratio %.2f\n",
-			n, admitted, chain, chain/3, admitted/(chain/3))
+			n, admitted, chain.rate, chain.rate/3, admitted/(chain.rate/3))
 		fmt.Printf("the NATS server carried %.1f messages (in and out) per admitted workload, %.1f per event of the bare chain (%.1f per 3 hops)\n",
-			perWorkload, perEvent, 3*perEvent)
+			perWorkload, chain.msgsPerEvent, 3*chain.msgsPerEvent)
+		perAdmitted := burstCPU.self / n
+		fmt.Printf("CPU per admitted workload: %v in this process (the services, the NATS server, the bench's client) and %v in PostgreSQL; the bare chain: %v per message through its 3 hops, %v per server message\n",
+			perAdmitted.Round(time.Microsecond), (burstCPU.postgres / n).Round(time.Microsecond),
+			chain.cpuPerMessage.Round(time.Microsecond), (chain.cpuPerMessage / time.Duration(3*chain.msgsPerEvent)).Round(100*time.Nanosecond))
 		fmt.Printf("  by connection, per workload: %s\n", byConn)
 		s.close()
 	}
