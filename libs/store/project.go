@@ -21,10 +21,13 @@ import (
 // Parked set, the event at Seq stored aside, or, with Gone > 0, the Gone
 // sequences from Seq on that the stream no longer holds (expired by its
 // limits, or deleted). Apply takes a Gone span on the caller's word: the
-// projector passes one only once the stream has confirmed it.
+// projector passes one only once the stream has confirmed it. Raw, if
+// set, is the event's payload as the stream holds it, which history
+// stores as it is instead of encoding Event.Data again.
 type Record struct {
 	Seq    uint64
 	Event  events.Event
+	Raw    []byte
 	Parked *Parked
 	Gone   uint64
 }
@@ -290,9 +293,12 @@ func (b *batch) fold(r Record) error {
 	if !ok {
 		return fmt.Errorf("unhandled payload %T", ev.Data)
 	}
-	body, err := ev.Body()
-	if err != nil {
-		return err
+	body := r.Raw
+	if body == nil {
+		var err error
+		if body, err = ev.Body(); err != nil {
+			return err
+		}
 	}
 	b.history = append(b.history, []any{int64(r.Seq), ref.Namespace, ref.Name, string(ev.Type), ev.Time, body})
 	k := key{ref.Namespace, ref.Name}

@@ -189,12 +189,13 @@ func (e *env) caughtUp(st *store.Store, within time.Duration) {
 // equalsLog checks the projection against the log itself: every
 // submission in the stream is a workload row exactly once, and the
 // history holds exactly the stream's workload events, each at its own
-// sequence.
+// sequence with the payload the stream holds there.
 func (e *env) equalsLog(st *store.Store) {
 	e.t.Helper()
 	ctx := context.Background()
 	var wantSeqs []int64
 	var wantNames []string
+	wantData := map[int64]any{}
 	cons, err := e.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -215,16 +216,23 @@ func (e *env) equalsLog(st *store.Store) {
 			continue
 		}
 		wantSeqs = append(wantSeqs, int64(seq))
+		wantData[int64(seq)] = jsonValue(e.t, m.Data())
 		if d, ok := ev.Data.(*events.WorkloadSubmittedData); ok {
 			wantNames = append(wantNames, d.Name)
 		}
 	}
 	var gotSeqs []int64
-	rows, _ := st.Pool.Query(ctx, `SELECT seq FROM workload_events ORDER BY seq`)
+	rows, _ := st.Pool.Query(ctx, `SELECT seq, data FROM workload_events ORDER BY seq`)
 	for rows.Next() {
 		var s int64
-		_ = rows.Scan(&s)
+		var data []byte
+		_ = rows.Scan(&s, &data)
 		gotSeqs = append(gotSeqs, s)
+		if want, ok := wantData[s]; ok {
+			if d := cmp.Diff(want, jsonValue(e.t, data)); d != "" {
+				e.t.Errorf("history's payload at %d against the log's (-log +projection):\n%s", s, d)
+			}
+		}
 	}
 	if rows.Err() != nil {
 		e.t.Fatal(rows.Err())
@@ -244,6 +252,17 @@ func (e *env) equalsLog(st *store.Store) {
 	if d := cmp.Diff(wantNames, gotNames); d != "" {
 		e.t.Errorf("workloads against the log's submissions (-log +projection):\n%s", d)
 	}
+}
+
+// jsonValue decodes a JSON document for comparing by value, as jsonb
+// keeps it.
+func jsonValue(t *testing.T, doc []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("%v: %s", err, doc)
+	}
+	return v
 }
 
 // load publishes n submissions named prefix-i, one every gap.

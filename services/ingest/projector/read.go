@@ -92,7 +92,7 @@ func received(m jetstream.Msg, seq uint64) entry {
 		e.park(fmt.Errorf("does not decode: %w", err))
 		return e
 	}
-	e.rec.Event = ev
+	e.rec.Event, e.rec.Raw = ev, e.raw
 	return e
 }
 
