@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"testing"
+	"time"
 
 	"github.com/jetqueue/jetqueue/e2e/internal/steady"
 )
@@ -26,15 +27,21 @@ import (
 func BenchmarkSteadyLatency(b *testing.B) {
 	for b.Loop() {
 		for _, o := range steady.FromEnv() {
-			res := steadyRun(b, o)
+			res, used := steadyRun(b, o)
 			res.Print(" (one process)", o)
+			n := time.Duration(max(len(res.Latencies), 1))
+			fmt.Printf("  CPU per workload, from the system's start to the load's end: %v in this process (the services, the NATS server, the load's client), %v in PostgreSQL\n",
+				(used.self / n).Round(time.Microsecond), (used.postgres / n).Round(time.Microsecond))
 			b.ReportMetric(float64(res.Quantile(99).Microseconds())/1000, fmt.Sprintf("%s-%d-p99-ms", o.Via, o.Rate))
 		}
 	}
 }
 
-// steadyRun runs one steady load against a fresh in-process system.
-func steadyRun(b *testing.B, o steady.Options) steady.Result {
+// steadyRun runs one steady load against a fresh in-process system, and
+// reports the CPU time spent from the system's start to the load's end
+// (read before the system stops: PostgreSQL's backends exit with it).
+func steadyRun(b *testing.B, o steady.Options) (steady.Result, cpuUse) {
+	before := readCPU()
 	s := start(b)
 	defer s.close()
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(steady.Queues(o.Queues, "1000000")))
@@ -44,11 +51,12 @@ func steadyRun(b *testing.B, o steady.Options) steady.Result {
 	if err != nil {
 		b.Fatalf("%s at %d/s: %v", o.Via, o.Rate, err)
 	}
+	used := readCPU().sub(before)
 	if p := os.Getenv("JQ_HEAP_PROFILE"); p != "" {
 		runtime.GC()
 		f, _ := os.Create(p)
 		_ = pprof.WriteHeapProfile(f)
 		f.Close()
 	}
-	return res
+	return res, used
 }

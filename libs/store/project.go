@@ -150,6 +150,14 @@ func (b *batch) add(r Record) error {
 	return b.fold(r)
 }
 
+// byKeys runs a statement over a batch's keys (unnest of its arrays) as
+// an unnamed statement, which PostgreSQL plans for its arguments and the
+// table as it is at each run. Prepared and cached, it would get a generic
+// plan after five runs, and one made while the table was nearly empty
+// scans the whole table for every batch from then on
+// (TestProjectionLooksUpWorkloadsByKeyAsTheTableGrows).
+const byKeys = pgx.QueryExecModeExec
+
 // load reads the current rows of every workload the records touch, and the
 // LocalQueues that route submissions to ClusterQueues.
 func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
@@ -169,7 +177,7 @@ func load(ctx context.Context, tx pgx.Tx, recs []Record) (*batch, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
 		       reason_detail, pods_ready, requeue_at, created_at, admitted_at, evictions, last_seq, queue_time, object, kueue_status
-		FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, names)
+		FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, byKeys, nss, names)
 	if err != nil {
 		return nil, err
 	}
@@ -454,7 +462,10 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 			w.Reason, w.Message, w.PodsReady, w.RequeueAt, w.CreatedAt, w.AdmittedAt, w.Evictions, w.LastSeq, detail, w.QueueTime, object, kst})
 	}
 	if len(upserts) > 0 {
-		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE staging_workloads (LIKE workloads) ON COMMIT DROP`); err != nil {
+		// Made once per connection and emptied by every commit: creating
+		// and dropping a table in each batch cost PostgreSQL more than the
+		// batch's own rows.
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS staging_workloads (LIKE workloads) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
 		cols := []string{"namespace", "name", "uid", "local_queue", "cluster_queue", "priority", "status", "admission",
@@ -480,21 +491,27 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if len(delNS) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, delNS, delNames); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM workloads WHERE (namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, byKeys, delNS, delNames); err != nil {
 			return err
 		}
 	}
+	var cqs, flavors, resources []string
+	var deltas []int64
 	for fr, perCQ := range b.usageCQ {
 		for cq, delta := range perCQ {
-			if delta == 0 {
-				continue
+			if delta != 0 {
+				cqs, flavors, resources, deltas = append(cqs, cq), append(flavors, fr.Flavor), append(resources, string(fr.Resource)), append(deltas, delta)
 			}
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO queue_usage (cluster_queue, flavor, resource, used) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (cluster_queue, flavor, resource) DO UPDATE SET used = queue_usage.used + excluded.used`,
-				cq, fr.Flavor, string(fr.Resource), delta); err != nil {
-				return err
-			}
+		}
+	}
+	if len(deltas) > 0 {
+		// One row per (queue, flavor, resource): the batch summed them.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO queue_usage (cluster_queue, flavor, resource, used)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+			ON CONFLICT (cluster_queue, flavor, resource) DO UPDATE SET used = queue_usage.used + excluded.used`,
+			cqs, flavors, resources, deltas); err != nil {
+			return fmt.Errorf("add usage: %w", err)
 		}
 	}
 	for k, c := range b.configs {

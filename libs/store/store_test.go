@@ -379,3 +379,40 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 		t.Errorf("usage (-want,+got):\n%s", diff)
 	}
 }
+
+// TestSubmittedObjectOutlivesLaterBatches: a workload's submitted object
+// is written by the batch of its submission only; the batches of its
+// later events leave it as it is.
+func TestSubmittedObjectOutlivesLaterBatches(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	l := &log{}
+	l.submit("ns", "w1")
+	want := l.recs[0].Event.Data.(*events.WorkloadSubmittedData).Workload
+	steps := []func(){
+		func() {},
+		func() {
+			l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w1"), Admission: admission(1)})
+		},
+		func() { l.add(events.PodsReady, &events.WorkloadRef{Namespace: "ns", Name: "w1"}) },
+		func() {
+			l.add(events.WorkloadFinished, &events.WorkloadFinishedData{WorkloadRef: ref("ns", "w1"), Succeeded: true})
+		},
+	}
+	for i, step := range steps {
+		step()
+		if _, err := s.Apply(ctx, l.recs); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := s.Pool.QueryRow(ctx, `SELECT object FROM workloads WHERE namespace = 'ns' AND name = 'w1'`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		_ = json.Unmarshal(want, &a)
+		_ = json.Unmarshal(got, &b)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Errorf("after batch %d, the stored object (-submitted +stored):\n%s", i+1, d)
+		}
+	}
+}
