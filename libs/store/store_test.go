@@ -416,3 +416,25 @@ func TestSubmittedObjectOutlivesLaterBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsetColumnsAreNull: a pending workload's admission, reason
+// detail and times it does not have are stored as NULL (not a JSON null
+// or a zero time), which queries such as `admission IS NOT NULL` read.
+func TestUnsetColumnsAreNull(t *testing.T) {
+	s := open(t)
+	l := &log{}
+	l.submit("ns", "w1")
+	if _, err := s.Apply(context.Background(), l.recs); err != nil {
+		t.Fatal(err)
+	}
+	var adm, detail, queued, requeue, admitted *string
+	if err := s.Pool.QueryRow(context.Background(), `SELECT admission::text, reason_detail::text, queue_time::text, requeue_at::text, admitted_at::text
+		FROM workloads WHERE namespace = 'ns' AND name = 'w1'`).Scan(&adm, &detail, &queued, &requeue, &admitted); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]*string{"admission": adm, "reason_detail": detail, "queue_time": queued, "requeue_at": requeue, "admitted_at": admitted} {
+		if v != nil {
+			t.Errorf("%s = %q, want NULL", name, *v)
+		}
+	}
+}
