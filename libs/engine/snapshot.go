@@ -152,7 +152,27 @@ type snapQueue struct {
 
 // EncodeSnapshot renders the engine's state (see the top of this file).
 // It changes nothing.
-func (e *Engine) EncodeSnapshot() ([]byte, error) {
+func (e *Engine) EncodeSnapshot() ([]byte, error) { return e.EncodeSnapshotPaced(nil) }
+
+// restEvery is how many workloads a paced encode or decode handles
+// between two rests: about a millisecond of work.
+const restEvery = 256
+
+// rested calls rest, if any, after every restEvery-th of n workloads
+// handled; i counts from 0.
+func rested(rest func() error, i int) error {
+	if rest == nil || i%restEvery != restEvery-1 {
+		return nil
+	}
+	return rest()
+}
+
+// EncodeSnapshotPaced is EncodeSnapshot calling rest between pieces of
+// the work, and giving up with its error: a snapshot written in the
+// background while the engine's owner keeps deciding rests there (see
+// libs/snapshot's Pacer), so that it takes a share of a core and not a
+// whole one for as long as it runs.
+func (e *Engine) EncodeSnapshotPaced(rest func() error) ([]byte, error) {
 	if e.pass != nil || len(e.decisions) > 0 {
 		return nil, ErrNotQuiet
 	}
@@ -212,7 +232,10 @@ func (e *Engine) EncodeSnapshot() ([]byte, error) {
 	// Equal admissions are one (see shared): each is encoded once.
 	adms := map[*scheduler.Admission]*snapAdmission{}
 	recs.uvarint(uint64(len(keys)))
-	for _, k := range keys {
+	for i, k := range keys {
+		if err := rested(rest, i); err != nil {
+			return nil, err
+		}
 		w := e.workloads[k]
 		if w.stale != nil {
 			// A reissued preemption's copy waits for the timeout's timer
@@ -279,7 +302,13 @@ func decodeSelector(s string) (labels.Selector, error) {
 // without overflow, every queued workload is in its queue once and every
 // queue entry is a workload queued there), so a snapshot that decodes is
 // one the engine could have been in.
-func DecodeSnapshot(data []byte) (_ *Engine, err error) {
+func DecodeSnapshot(data []byte) (*Engine, error) { return DecodeSnapshotPaced(data, nil) }
+
+// DecodeSnapshotPaced is DecodeSnapshot calling rest between pieces of
+// the work (see EncodeSnapshotPaced), on one CPU: without rest, the
+// workloads are decoded on every CPU, as a starting decider wants. An
+// error of rest is returned as it is.
+func DecodeSnapshotPaced(data []byte, rest func() error) (_ *Engine, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrBadSnapshot, p)
@@ -302,11 +331,24 @@ func DecodeSnapshot(data []byte) (_ *Engine, err error) {
 	if err := json.Unmarshal(head, &in); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	ws, err := decodeWorkloads(recs)
+	// A rest's error (the caller gave up) is returned as it is: the
+	// snapshot is not at fault.
+	var stopped error
+	if rest != nil {
+		paced := rest
+		rest = func() error { stopped = paced(); return stopped }
+	}
+	ws, err := decodeWorkloads(recs, rest)
+	if stopped != nil {
+		return nil, stopped
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	e, err := in.engine(ws)
+	e, err := in.engine(ws, rest)
+	if stopped != nil {
+		return nil, stopped
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
@@ -321,10 +363,23 @@ type decodedWorkload struct {
 }
 
 // decodeWorkloads decodes a snapshot's workloads and derives their
-// scheduler views, on every CPU: each is independent of the others, and
-// on a long history they are most of a restore.
-func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
+// scheduler views. Without rest it does so on every CPU: each is
+// independent of the others, and on a long history they are most of a
+// restore. With rest, on this goroutine, resting between pieces.
+func decodeWorkloads(raw [][]byte, rest func() error) ([]decodedWorkload, error) {
 	out := make([]decodedWorkload, len(raw))
+	if rest != nil {
+		adms := map[string]*snapAdmission{}
+		for i := range raw {
+			if err := rested(rest, i); err != nil {
+				return nil, err
+			}
+			if err := decodeRecord(&out[i], raw[i], adms); err != nil {
+				return nil, fmt.Errorf("workload %d: %w", i, err)
+			}
+		}
+		return out, nil
+	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(raw)/1000))
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -339,19 +394,10 @@ func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 			}()
 			adms := map[string]*snapAdmission{}
 			for i := w; i < len(raw); i += workers {
-				d := &out[i]
-				r := snapReader{b: raw[i], adms: adms}
-				if err := r.workload(&d.snapWorkload); err != nil {
+				if err := decodeRecord(&out[i], raw[i], adms); err != nil {
 					errs[w] = fmt.Errorf("workload %d: %w", i, err)
 					return
 				}
-				if d.Object == nil {
-					errs[w] = fmt.Errorf("a workload without its object")
-					return
-				}
-				// The namespace labels are the engine's shared set, set in order.
-				d.info = newInfo(d.Object, api.NamespacedName(d.Object.Namespace, d.Object.Name), d.Created, nil)
-				d.info.PodSets, d.info.Misconfigured = d.PodSets, d.Misconfigured
 			}
 		}()
 	}
@@ -359,7 +405,23 @@ func decodeWorkloads(raw [][]byte) ([]decodedWorkload, error) {
 	return out, errors.Join(errs...)
 }
 
-func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
+// decodeRecord decodes one workload's record into d; adms holds the
+// admissions decoded so far by this goroutine.
+func decodeRecord(d *decodedWorkload, raw []byte, adms map[string]*snapAdmission) error {
+	r := snapReader{b: raw, adms: adms}
+	if err := r.workload(&d.snapWorkload); err != nil {
+		return err
+	}
+	if d.Object == nil {
+		return fmt.Errorf("a workload without its object")
+	}
+	// The namespace labels are the engine's shared set, set in order.
+	d.info = newInfo(d.Object, api.NamespacedName(d.Object.Namespace, d.Object.Name), d.Created, nil)
+	d.info.PodSets, d.info.Misconfigured = d.PodSets, d.Misconfigured
+	return nil
+}
+
+func (s *snapHead) engine(ws []decodedWorkload, rest func() error) (*Engine, error) {
 	e := New()
 	// Sized at once: growing a map of a long history rehashes it again and again.
 	e.workloads = make(map[string]*Workload, len(ws))
@@ -412,6 +474,9 @@ func (s *snapHead) engine(ws []decodedWorkload) (*Engine, error) {
 	}
 	adms := map[*snapAdmission]*scheduler.Admission{}
 	for i := range ws {
+		if err := rested(rest, i); err != nil {
+			return nil, err
+		}
 		if err := e.restoreWorkload(&ws[i].snapWorkload, ws[i].info, adms); err != nil {
 			return nil, err
 		}

@@ -320,6 +320,16 @@ func (s *Store) Restore(ctx context.Context, decode func(*Snapshot) error) uint6
 // already at seq or later (a snapshot never goes back). The caller counts
 // a failure (Metrics().Failures), which may come before Save.
 func (s *Store) Save(ctx context.Context, seq uint64, payload []byte) error {
+	return s.SavePaced(ctx, seq, payload, nil)
+}
+
+// compressPiece is how much of a payload a paced save compresses between
+// two rests: about a millisecond of gzip at its best speed.
+const compressPiece = 128 << 10
+
+// SavePaced is Save calling rest, if not nil, between pieces of the
+// compression, and giving up with its error (see Pacer).
+func (s *Store) SavePaced(ctx context.Context, seq uint64, payload []byte, rest func() error) error {
 	if info, err := s.obs.GetInfo(ctx, s.name); err == nil {
 		if have, err := strconv.ParseUint(info.Metadata[MetaSeq], 10, 64); err == nil && have >= seq &&
 			info.Metadata[MetaVersion] == strconv.Itoa(s.version) {
@@ -334,8 +344,19 @@ func (s *Store) Save(ctx context.Context, seq uint64, payload []byte) error {
 	}
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if _, err := zw.Write(payload); err != nil {
-		return err
+	for rem := payload; len(rem) > 0; {
+		n := len(rem)
+		if rest != nil {
+			n = min(n, compressPiece)
+		}
+		if _, err := zw.Write(rem[:n]); err != nil {
+			return err
+		}
+		if rem = rem[n:]; rest != nil && len(rem) > 0 {
+			if err := rest(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := zw.Close(); err != nil {
 		return err

@@ -264,7 +264,7 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 		// allocates stays: collecting it as it grows would mark it
 		// again and again for little garbage. A GOMEMLIMIT still holds.
 		gc := debug.SetGCPercent(-1)
-		seq := s.snaps.Store.Restore(ctx, s.restoreState)
+		seq := s.snaps.Store.Restore(ctx, func(sn *snapshot.Snapshot) error { return s.restoreState(sn, nil) })
 		debug.SetGCPercent(gc)
 		if seq > 0 {
 			s.snaps.Restored(seq)

@@ -62,12 +62,12 @@ func TestHandoverSurvivesSnapshot(t *testing.T) {
 	if s1.eng.Owns("mover") {
 		t.Fatal("shard 1 decides mover before its release")
 	}
-	payload, err := s1.encodeState()
+	payload, err := s1.encodeState(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	restored := newShard(1)
-	if err := restored.restoreState(&snapshot.Snapshot{Seq: 2, Payload: payload}); err != nil {
+	if err := restored.restoreState(&snapshot.Snapshot{Seq: 2, Payload: payload}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(want, restored.handovers); d != "" {

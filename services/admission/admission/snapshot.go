@@ -70,9 +70,10 @@ func (s *Service) quiet() bool {
 	return len(s.open) == 0 && len(s.requested) == 0 && len(s.held) == 0 && len(s.awaiting) == 0 && len(s.mine) == 0
 }
 
-// encodeState renders a quiet fold.
-func (s *Service) encodeState() ([]byte, error) {
-	eng, err := s.eng.EncodeSnapshot()
+// encodeState renders a quiet fold, calling rest, if not nil, between
+// pieces of the work (see compact).
+func (s *Service) encodeState(rest func() error) ([]byte, error) {
+	eng, err := s.eng.EncodeSnapshotPaced(rest)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (s *Service) encodeState() ([]byte, error) {
 
 // restoreState replaces the state with a snapshot's, or leaves it as it
 // is and returns why not.
-func (s *Service) restoreState(sn *snapshot.Snapshot) error {
+func (s *Service) restoreState(sn *snapshot.Snapshot, rest func() error) error {
 	head, eng, ok := bytes.Cut(sn.Payload, []byte{'\n'})
 	if !ok {
 		return fmt.Errorf("admission snapshot: no engine state")
@@ -104,7 +105,7 @@ func (s *Service) restoreState(sn *snapshot.Snapshot) error {
 	if err := json.Unmarshal(head, &st); err != nil {
 		return fmt.Errorf("admission snapshot: %w", err)
 	}
-	e, err := engine.DecodeSnapshot(eng)
+	e, err := engine.DecodeSnapshotPaced(eng, rest)
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func (s *Service) maybeSnapshot(ctx context.Context) {
 		if !s.quiet() {
 			return
 		}
-		payload, err := s.encodeState()
+		payload, err := s.encodeState(nil)
 		if err != nil {
 			w.Done(0, err)
 			return
@@ -176,8 +177,14 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 		m: metrics.NewAdmission(nil), shard: s.shard, shards: s.shards}
 	shadow.reset()
 	began := time.Now()
+	// The live instance keeps deciding meanwhile, on the same cores: the
+	// compaction rests between pieces of its work so that it takes a
+	// quarter of a core, not a whole one (or, decoding, every one).
+	pace := snapshot.Pacer{Share: snapshot.CompactionShare}
+	rest := func() error { return pace.Rest(ctx) }
+	_ = rest()
 	var start uint64
-	if sn, err := s.snaps.Store.Load(ctx); err == nil && sn != nil && shadow.restoreState(sn) == nil {
+	if sn, err := s.snaps.Store.Load(ctx); err == nil && sn != nil && shadow.restoreState(sn, rest) == nil {
 		start = sn.Seq
 	} else {
 		// Not usable (the live instance's start said why): from the start.
@@ -195,7 +202,7 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 		return 0, fmt.Errorf("snapshot: %w", err)
 	}
 	defer cons.Close()
-	for ctx.Err() == nil {
+	for rest() == nil {
 		caughtUp, err := shadow.consume(ctx, cons)
 		if err != nil {
 			return 0, fmt.Errorf("snapshot: %w", err)
@@ -211,12 +218,12 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 		return 0, err
 	}
 	folded := time.Now()
-	payload, err := shadow.encodeState()
+	payload, err := shadow.encodeState(rest)
 	if err != nil {
 		return 0, err
 	}
 	encoded := time.Now()
-	err = s.snaps.Store.Save(ctx, shadow.last, payload)
+	err = s.snaps.Store.SavePaced(ctx, shadow.last, payload, rest)
 	s.log.Info("snapshot compacted", zap.Uint64("from", start), zap.Uint64("to", shadow.last),
 		zap.Duration("restoreAndFold", folded.Sub(began)), zap.Duration("encode", encoded.Sub(folded)),
 		zap.Duration("save", time.Since(encoded)), zap.Int("bytes", len(payload)), zap.Error(err))

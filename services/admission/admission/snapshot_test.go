@@ -270,7 +270,7 @@ func TestUnusableSnapshotIsAFullReplay(t *testing.T) {
 		// An empty state: restored, it would forget the world.
 		s := &Service{m: metrics.NewAdmission(nil)}
 		s.reset()
-		payload, err := s.encodeState()
+		payload, err := s.encodeState(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func (h *harness) fold(seq uint64) []byte {
 	if s.last != seq {
 		h.t.Fatalf("folded to %d, want %d", s.last, seq)
 	}
-	payload, err := s.encodeState()
+	payload, err := s.encodeState(nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
