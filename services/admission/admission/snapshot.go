@@ -179,7 +179,7 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	began := time.Now()
 	// The live instance keeps deciding meanwhile, on the same cores: the
 	// compaction rests between pieces of its work so that it takes a
-	// quarter of a core, not a whole one (or, decoding, every one).
+	// tenth of a core, not a whole one (or, decoding, every one).
 	pace := snapshot.Pacer{Share: snapshot.CompactionShare}
 	rest := func() error { return pace.Rest(ctx) }
 	_ = rest()
