@@ -22,6 +22,10 @@ type Snapshot struct {
 	// RestoreSeconds is how long the last restore took, by phase: load
 	// (check, download, decompress) and decode (the decider's state).
 	RestoreSeconds *prometheus.GaugeVec
+	// CompactionRest is the time compactions slept between pieces of
+	// their work, so that they take a share of a core (admission's
+	// leader; libs/snapshot.Pacer).
+	CompactionRest prometheus.Counter
 	// Age is jetqueue_snapshot_age_seconds: at each scrape, the seconds
 	// since the newest snapshot this instance wrote or restored was
 	// written (Taken), by Age.Now; absent before the first.
@@ -83,11 +87,13 @@ func NewSnapshot(r prometheus.Registerer, service string) *Snapshot {
 			Help: "Compressed size in bytes of the newest snapshot this instance wrote or restored."}),
 		RestoreSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jetqueue_snapshot_restore_seconds", ConstLabels: l,
 			Help: "How long this instance's last snapshot restore took, by phase: load (check, download, decompress), decode (rebuild the state)."}, []string{"phase"}),
+		CompactionRest: prometheus.NewCounter(prometheus.CounterOpts{Name: "jetqueue_snapshot_compaction_rest_seconds_total", ConstLabels: l,
+			Help: "Seconds compactions slept between pieces of their work, so that they take a share of a core."}),
 		Age: &SnapshotAge{desc: prometheus.NewDesc("jetqueue_snapshot_age_seconds",
 			"Seconds since the newest snapshot this instance wrote or restored was taken.", nil, l)},
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes, m.RestoreSeconds, m.Age} {
+		for _, c := range []prometheus.Collector{m.Fallbacks, m.Restores, m.Writes, m.Failures, m.Seq, m.Bytes, m.RestoreSeconds, m.CompactionRest, m.Age} {
 			if err := r.Register(c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {

@@ -32,6 +32,8 @@ type Pacer struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Slept is the time Rest has slept so far.
+	Slept time.Duration
 
 	since time.Time
 }
@@ -47,7 +49,9 @@ func (p *Pacer) Rest(ctx context.Context) error {
 		return ctx.Err()
 	}
 	d := time.Duration(float64(busy) * (1 - p.Share) / p.Share)
-	if err := p.sleep(ctx, d); err != nil {
+	err := p.sleep(ctx, d)
+	p.Slept += d
+	if err != nil {
 		return err
 	}
 	p.since = p.now()

@@ -33,6 +33,9 @@ func TestPacerKeepsWorkToItsShare(t *testing.T) {
 	if want := []time.Duration{30 * time.Millisecond, 6 * time.Millisecond}; len(slept) != 2 || slept[0] != want[0] || slept[1] != want[1] {
 		t.Fatalf("slept %v after 10ms and 2ms of work at a quarter, want %v", slept, want)
 	}
+	if p.Slept != 36*time.Millisecond {
+		t.Fatalf("Slept = %v, want 36ms", p.Slept)
+	}
 
 	for _, share := range []float64{0, 1, -1, 2} {
 		slept = nil

@@ -181,7 +181,13 @@ func (s *Service) compact(ctx context.Context, target uint64) (uint64, error) {
 	// compaction rests between pieces of its work so that it takes a
 	// tenth of a core, not a whole one (or, decoding, every one).
 	pace := snapshot.Pacer{Share: snapshot.CompactionShare}
-	rest := func() error { return pace.Rest(ctx) }
+	rested := s.snaps.Store.Metrics().CompactionRest
+	rest := func() error {
+		before := pace.Slept
+		err := pace.Rest(ctx)
+		rested.Add((pace.Slept - before).Seconds())
+		return err
+	}
 	_ = rest()
 	var start uint64
 	if sn, err := s.snaps.Store.Load(ctx); err == nil && sn != nil && shadow.restoreState(sn, rest) == nil {

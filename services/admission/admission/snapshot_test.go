@@ -205,7 +205,8 @@ func TestRestartFromSnapshotDecidesAsFullReplay(t *testing.T) {
 func TestLeaderSnapshotsByCompaction(t *testing.T) {
 	h := newHarness(t)
 	h.world(10)
-	stop := h.startSnap("a", snapshot.Policy{Events: 1}, nil)
+	var leader atomic.Pointer[service.Runtime]
+	stop := h.startSnap("a", snapshot.Policy{Events: 1}, &leader)
 	for i := range 5 {
 		h.submit(fmt.Sprint("w", i), 1)
 	}
@@ -216,6 +217,10 @@ func TestLeaderSnapshotsByCompaction(t *testing.T) {
 		}
 		return nil
 	})
+	// It compacted, paced: it rested between pieces of the work.
+	if m := metricVec(t, leader.Load(), "jetqueue_snapshot_compaction_rest_seconds_total", ""); m <= 0 {
+		t.Fatalf("compactions rested %vs, want more than 0", m)
+	}
 	stop()
 	// The snapshot is exactly the fold of the log up to its sequence.
 	store, err := snapshot.Open(context.Background(), h.js, snapshot.Options{Name: "admission-0", Version: snapshotVersion})
