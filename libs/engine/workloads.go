@@ -337,7 +337,10 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
 	e.touch(w)
-	if old := w.Object.Spec.Priority; e.waitingBackoff(w) && !w.backoffUpdated && (old == nil || *old != p) {
+	old := w.Object.Spec.Priority
+	// An unset priority set to 0 changes the spec, not the priority.
+	specChanged := old == nil || *old != p
+	if e.waitingBackoff(w) && !w.backoffUpdated && specChanged {
 		// The first change of its spec since the eviction: until then
 		// the spec is the evicted version's.
 		w.backoffUpdated, w.evictedUnset = true, old == nil
@@ -346,9 +349,12 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	// The update makes the workload controller drop a finished workload
 	// from its queue.
 	e.dropFinished(key)
-	if w.Info.Priority == p {
+	if !specChanged {
 		return nil
 	}
+	// A changed spec is queued again, as Kueue's PushOrUpdate does with
+	// a parked workload whose spec differs, even when its priority stays
+	// the same (an unset one set to 0).
 	// The queue holds the info by pointer: replace it rather than mutate
 	// it under the heap's feet.
 	info := *w.Info
