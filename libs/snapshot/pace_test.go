@@ -50,15 +50,18 @@ func TestPacerKeepsWorkToItsShare(t *testing.T) {
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	real := Pacer{Share: 0.5}
-	_ = real.Rest(ctx)
+	timed := Pacer{Share: 0.5}
+	_ = timed.Rest(ctx)
 	time.Sleep(time.Millisecond)
 	began := time.Now()
-	if err := real.Rest(done); err != context.Canceled {
+	if err := timed.Rest(done); err != context.Canceled {
 		t.Fatalf("Rest on a done context: %v, want context.Canceled", err)
 	}
 	if waited := time.Since(began); waited > time.Second {
 		t.Fatalf("Rest on a done context waited %v", waited)
+	}
+	if timed.Slept != 0 {
+		t.Fatalf("a sleep cut short counted %v as slept", timed.Slept)
 	}
 }
 
