@@ -33,6 +33,13 @@ var ErrUnsupported = errors.New("yamljson: outside the block subset")
 // reference reader.
 const MaxDepth = 256
 
+// maxKey is the longest key, from its first character to its colon, that
+// yaml.v2 reads as a key: its scanner drops a possible simple key once it
+// is more than 1024 characters behind, and then refuses the document. A
+// longer key goes to the reference, which names the error. Counting bytes,
+// never fewer than characters, keeps the cut on the safe side.
+const maxKey = 1024
+
 // Append appends the JSON text of the YAML document src to dst. A document
 // with no content (blank lines and comments only) appends nothing. The root
 // must be a mapping. Keys are written in document order.
@@ -264,7 +271,7 @@ func keyEnd(txt []byte) int {
 	default:
 		return -1
 	}
-	if i < len(txt) && txt[i] == ':' && (i+1 == len(txt) || txt[i+1] == ' ') {
+	if i <= maxKey && i < len(txt) && txt[i] == ':' && (i+1 == len(txt) || txt[i+1] == ' ') {
 		return i
 	}
 	return -1
@@ -555,7 +562,7 @@ func flowKeyEnd(v []byte) int {
 	default:
 		return -1
 	}
-	if i+1 < len(v) && v[i] == ':' && v[i+1] == ' ' {
+	if i <= maxKey && i+1 < len(v) && v[i] == ':' && v[i+1] == ' ' {
 		return i
 	}
 	return -1

@@ -219,3 +219,25 @@ func FuzzAgrees(f *testing.F) {
 		agree(t, doc)
 	})
 }
+
+// TestLongKeysGoToTheReference: yaml.v2 refuses a key more than 1024
+// characters long (its scanner gives up on a simple key that far behind),
+// so Append must leave such a key to the reference, in block and in flow
+// mappings, plain or quoted, while a key of exactly 1024 is still its own.
+func TestLongKeysGoToTheReference(t *testing.T) {
+	for _, n := range []int{1024, 1025} {
+		plain := "k" + strings.Repeat("x", n-1)
+		quoted := "'" + strings.Repeat("x", n-2) + "'"
+		for _, doc := range []string{
+			plain + ": 1\n", quoted + ": 1\n", "a:\n  " + plain + ": 1\n",
+			"a: {" + plain + ": 1}\n", "a: {b: 1, " + quoted + ": 1}\n",
+		} {
+			_, err := Append(nil, []byte(doc))
+			_, rerr := yaml.YAMLToJSONStrict([]byte(doc))
+			if long := n > 1024; long != errors.Is(err, ErrUnsupported) || long != (rerr != nil) {
+				t.Errorf("a %d-character key in %.12q…: Append %v, the reference %v; want both to refuse it only past 1024", n, doc, err, rerr)
+			}
+			agree(t, []byte(doc))
+		}
+	}
+}
