@@ -200,8 +200,9 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 
 // updated is what Kueue's workload controller does on an update event of
 // a workload that is not admitted (WorkloadReconciler.Update). A finished
-// one leaves its queue, and the parked workloads of its LocalQueue's
-// ClusterQueue and cohort are requeued (QueueAssociatedInadmissibleWorkloadsAfter).
+// or inactive one leaves its queue, and the parked workloads of its
+// LocalQueue's ClusterQueue and cohort are requeued
+// (QueueAssociatedInadmissibleWorkloadsAfter).
 // A pending one is pushed again as a new queue item (Manager.UpdateWorkload,
 // PushOrUpdate), which drops its flavor retry state; if it was parked, it
 // stays parked unless its spec differs from the parked copy's. The
@@ -210,7 +211,7 @@ func (e *Engine) walk(p *scheduler.Pass, res *CycleResult, now time.Time) {
 // a workload with such limits goes back to the heap.
 func (e *Engine) updated(w *Workload, now time.Time) {
 	switch w.Status {
-	case Finished:
+	case Finished, Inactive:
 		e.dropFinished(w.Info.Key)
 		if lq := e.localQueues[api.NamespacedName(w.Object.Namespace, w.Object.Spec.QueueName)]; lq != nil {
 			e.queues.QueueInadmissible(lq.Spec.ClusterQueue, now)

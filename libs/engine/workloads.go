@@ -329,7 +329,11 @@ func (e *Engine) release(w *Workload, now time.Time) {
 }
 
 // SetPriority changes a workload's priority; a pending workload is
-// re-sorted and, if parked, tried again.
+// re-sorted and, if parked, tried again. It is an update of the workload
+// object: when the spec changes, Kueue's workload controller acts on the
+// update event (WorkloadReconciler.Update), whatever the workload's state.
+// When it does not (the priority the spec already has), the API server
+// stores no change and sends no event, so nothing happens.
 func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	e.changes++
 	w := e.workloads[key]
@@ -339,39 +343,40 @@ func (e *Engine) SetPriority(key string, p int32, now time.Time) error {
 	e.touch(w)
 	old := w.Object.Spec.Priority
 	// An unset priority set to 0 changes the spec, not the priority.
-	specChanged := old == nil || *old != p
-	if e.waitingBackoff(w) && !w.backoffUpdated && specChanged {
+	if old != nil && *old == p {
+		return nil
+	}
+	if e.waitingBackoff(w) && !w.backoffUpdated {
 		// The first change of its spec since the eviction: until then
 		// the spec is the evicted version's.
 		w.backoffUpdated, w.evictedUnset = true, old == nil
 	}
 	w.Object = withPriority(w.Object, p)
-	// The update makes the workload controller drop a finished workload
-	// from its queue.
-	e.dropFinished(key)
-	if !specChanged {
-		return nil
-	}
-	// A changed spec is queued again, as Kueue's PushOrUpdate does with
-	// a parked workload whose spec differs, even when its priority stays
-	// the same (an unset one set to 0).
+	// A changed spec is queued again, as Kueue's PushOrUpdate does with a
+	// parked workload whose spec differs, even when its priority stays the
+	// same (an unset one set to 0).
 	// The queue holds the info by pointer: replace it rather than mutate
 	// it under the heap's feet.
 	info := *w.Info
 	info.Priority = p
 	info.LastTried = nil
-	if w.Status == Pending && w.queuedIn != "" {
+	switch {
+	case w.Status == Pending && w.queuedIn != "":
 		e.queues.Delete(w.queuedIn, key)
 		w.Info = &info
 		e.queues.Push(&queue.Entry{Workload: w.Info}, true, now)
-		return nil
-	}
-	w.Info = &info
-	if w.Status == Admitted {
+	case w.Status == Admitted:
+		w.Info = &info
 		// Its protection against preemption changes at once.
 		e.snapAdmitted(w.Admission.ClusterQueue, w.record, false)
 		w.record = admittedRecord(w)
 		e.snapAdmitted(w.Admission.ClusterQueue, w.record, true)
+	default:
+		w.Info = &info
+		// A finished one leaves its queue if it was still in it, and a
+		// finished or inactive one requeues the parked workloads of its
+		// ClusterQueue's cohort.
+		e.updated(w, now)
 	}
 	return nil
 }
