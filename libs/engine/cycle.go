@@ -271,6 +271,9 @@ func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time
 		// quota back (see updated). It counts as an admission.
 		if fw := e.dropFinished(en.Workload.Key); fw != nil {
 			res.Admitted = append(res.Admitted, fw.Info.Key)
+			// The write leaves the admission in its status, as finishing
+			// an admitted workload does.
+			fw.finishedIn = en.Workload.ClusterQueue
 			e.updated(fw, now)
 		}
 		return

@@ -275,11 +275,13 @@ func (e *Engine) Delete(key string, now time.Time) error {
 	e.touch(w)
 	e.leave(w, now)
 	if w.Status == Finished && w.finishedIn != "" {
-		// Deleting a workload that still carries a quota reservation (a
-		// finished one keeps its admission) requeues the parked workloads
-		// of its cohort again (Kueue's WorkloadReconciler.Delete,
-		// QueueAssociatedInadmissibleWorkloadsAfter).
-		e.queues.QueueInadmissible(w.finishedIn, now)
+		// Deleting a workload that still carries an admission in its
+		// status (a finished one keeps it) requeues the parked workloads
+		// of its LocalQueue's ClusterQueue and cohort again (Kueue's
+		// WorkloadReconciler.Delete, QueueAssociatedInadmissibleWorkloadsAfter).
+		if lq := e.localQueues[api.NamespacedName(w.Object.Namespace, w.Object.Spec.QueueName)]; lq != nil {
+			e.queues.QueueInadmissible(lq.Spec.ClusterQueue, now)
+		}
 	}
 	delete(e.workloads, key)
 	delete(e.pending, key)
