@@ -235,7 +235,9 @@ func (e *Engine) Finish(key string, now time.Time) error {
 // queue; an admitted one also leaves its quota, as Kueue evicts it with
 // reason InactiveWorkload; either way its requeue state is reset.
 // Reactivating an inactive workload puts it back in its queue with its
-// creation time. Anything else only records the field.
+// creation time. Deactivating or reactivating a finished workload requeues
+// the parked workloads of its cohort, as any update of it does. Anything
+// else only records the field.
 func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 	e.changes++
 	w := e.workloads[key]
@@ -243,6 +245,7 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 		return fmt.Errorf("workload %s: %w", key, ErrNotFound)
 	}
 	e.touch(w)
+	changed := w.Object.Spec.Active == nil || *w.Object.Spec.Active != active
 	w.Object = withActive(w.Object, active)
 	switch {
 	case !active && (w.Status == Pending || w.Status == Admitted):
@@ -254,7 +257,16 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 			w.Evictions++
 			w.Info.LastTried = nil
 			e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
+		} else {
+			// The workload controller handles the update of an inactive
+			// workload as of a finished one (see updated): the parked
+			// workloads of its cohort are requeued. An admitted one's
+			// release does that.
+			e.updated(w, now)
 		}
+		e.wake(now)
+	case changed && w.Status == Finished:
+		e.updated(w, now)
 		e.wake(now)
 	case active && w.Status == Inactive:
 		e.setStatus(w, Pending)
