@@ -66,30 +66,25 @@ func TestDeactivationRequeuesParked(t *testing.T) {
 	apply(t, e, podsReadyWorld)
 	submit(t, e, cpuWorkload("cq-a", "a", 6)+"---\n"+cpuWorkload("cq-a", "b", 6)+"---\n"+cpuWorkload("cq-a", "big", 100))
 	e.RunToQuiescence(t0)
-	parked := func() int { _, _, p, _ := e.queues.Footprint(); return p }
-	if got := parked(); got != 2 {
-		t.Fatalf("parked at the start: %d, want 2 (b and big)", got)
+	wantParked := func(when string, want int) {
+		t.Helper()
+		if _, _, got, _ := e.queues.Footprint(); got != want {
+			t.Errorf("parked %s: %d, want %d", when, got, want)
+		}
 	}
+	wantParked("at the start (b and big)", 2)
 	// b, pending, is deactivated: big goes back to the heap.
 	must(t, e.SetActive("cq-a/b", false, t0))
-	if got := parked(); got != 0 {
-		t.Errorf("parked after b is deactivated: %d, want 0", got)
-	}
+	wantParked("after b is deactivated", 0)
 	e.RunToQuiescence(t0)
 	must(t, e.Finish("cq-a/a", t0))
 	e.RunToQuiescence(t0)
-	if got := parked(); got != 1 {
-		t.Fatalf("parked after a finished: %d, want 1 (big)", got)
-	}
+	wantParked("after a finished (big)", 1)
 	// a, finished, is deactivated: an update of a finished workload.
 	must(t, e.SetActive("cq-a/a", false, t0))
-	if got := parked(); got != 0 {
-		t.Errorf("parked after finished a is deactivated: %d, want 0", got)
-	}
+	wantParked("after finished a is deactivated", 0)
 	e.RunToQuiescence(t0)
 	// The same value again is no update: nothing is requeued.
 	must(t, e.SetActive("cq-a/a", false, t0))
-	if got := parked(); got != 1 {
-		t.Errorf("parked after a no-op deactivation: %d, want 1", got)
-	}
+	wantParked("after a no-op deactivation", 1)
 }
