@@ -17,8 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/engine"
 	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/retention"
 	"github.com/jetqueue/jetqueue/libs/service"
@@ -320,15 +322,28 @@ func (s *system) evictedSince(since *uint64) map[string]string {
 	last := *since
 	s.readLog(func(seq uint64, m jetstream.Msg) {
 		last = seq
-		if seq <= *since || m.Headers().Get(events.HeaderType) != string(events.Evicted) {
+		typ := m.Headers().Get(events.HeaderType)
+		if seq <= *since || typ != string(events.Evicted) && typ != string(events.WorkloadSubmitted) {
 			return
 		}
 		ev, err := bus.Decode(m)
 		if err != nil {
 			s.t.Fatalf("event at sequence %d does not decode: %v", seq, err)
 		}
-		d := ev.Data.(*events.EvictedData)
-		out[d.Namespace+"/"+d.Name] = d.Reason
+		switch d := ev.Data.(type) {
+		case *events.EvictedData:
+			out[d.Namespace+"/"+d.Name] = d.Reason
+		case *events.WorkloadSubmittedData:
+			// Submitted inactive: Kueue's workload controller marks it
+			// evicted at once, and so does the projection's status.
+			wl, err := api.DecodeStored(d.Workload)
+			if err != nil {
+				s.t.Fatalf("workload at sequence %d does not decode: %v", seq, err)
+			}
+			if wl.Spec.Active != nil && !*wl.Spec.Active {
+				out[d.Namespace+"/"+d.Name] = engine.EvictedByDeactivation
+			}
+		}
 	})
 	*since = last
 	return out

@@ -8,7 +8,8 @@ import (
 
 // TestSetActive: deactivating an admitted workload evicts it
 // (InactiveWorkload) and frees its quota for the next; deactivating a
-// pending one takes it out of its queue; reactivating puts it back.
+// pending one takes it out of its queue, and Kueue reports it evicted
+// too; reactivating puts it back.
 func TestSetActive(t *testing.T) {
 	e := New()
 	apply(t, e, podsReadyWorld)
@@ -29,9 +30,14 @@ func TestSetActive(t *testing.T) {
 	if d := cmp.Diff(map[string]Status{"cq-a/a": Inactive, "cq-a/b": Inactive, "cq-a/c": Admitted}, statusOf(e)); d != "" {
 		t.Errorf("after deactivating a and b (-want +got):\n%s", d)
 	}
-	evs := e.DrainEvictions()
-	if len(evs) != 1 || evs[0].Key != "cq-a/a" || evs[0].Reason != EvictedByDeactivation {
-		t.Errorf("evictions: %+v, want a's InactiveWorkload", evs)
+	// Kueue's workload controller marks both evicted (InactiveWorkload),
+	// b although it never held quota.
+	var got []string
+	for _, ev := range e.DrainEvictions() {
+		got = append(got, ev.Key+" "+ev.Reason)
+	}
+	if d := cmp.Diff([]string{"cq-a/b InactiveWorkload", "cq-a/a InactiveWorkload"}, got); d != "" {
+		t.Errorf("evictions (-want +got):\n%s", d)
 	}
 	if w := e.Workload("cq-a/a"); w.Object.Spec.Active == nil || *w.Object.Spec.Active || w.Evictions != 1 {
 		t.Errorf("a: active %v, evictions %d", w.Object.Spec.Active, w.Evictions)
@@ -87,4 +93,42 @@ func TestDeactivationRequeuesParked(t *testing.T) {
 	// The same value again is no update: nothing is requeued.
 	must(t, e.SetActive("cq-a/a", false, t0))
 	wantParked("after a no-op deactivation", 1)
+}
+
+// TestInactiveSubmission: a workload submitted with spec.active false is
+// never queued. Kueue's workload controller marks it evicted
+// (InactiveWorkload) at once, and handles that status update as any
+// update of an inactive workload: the parked workloads of its
+// LocalQueue's ClusterQueue and cohort are requeued.
+func TestInactiveSubmission(t *testing.T) {
+	e := New()
+	apply(t, e, podsReadyWorld)
+	submit(t, e, cpuWorkload("cq-a", "a", 6)+"---\n"+cpuWorkload("cq-a", "big", 100))
+	e.RunToQuiescence(t0)
+	e.DrainEvictions()
+	if _, _, parked, _ := e.queues.Footprint(); parked != 1 {
+		t.Fatalf("parked at the start: %d, want 1 (big)", parked)
+	}
+	submit(t, e, `apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: idle, namespace: cq-a}
+spec:
+  queueName: lq
+  active: false
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: []}}}
+`)
+	if _, _, parked, _ := e.queues.Footprint(); parked != 0 {
+		t.Errorf("parked after the inactive submission: %d, want 0", parked)
+	}
+	var got []string
+	for _, ev := range e.DrainEvictions() {
+		got = append(got, ev.Key+" "+ev.Reason)
+	}
+	if d := cmp.Diff([]string{"cq-a/idle InactiveWorkload"}, got); d != "" {
+		t.Errorf("evictions (-want +got):\n%s", d)
+	}
+	if st := e.Workload("cq-a/idle").Status; st != Inactive {
+		t.Errorf("idle: %s, want inactive", st)
+	}
 }

@@ -64,7 +64,15 @@ func (e *Engine) add(w *Workload, created time.Time) *Workload {
 	e.touch(w)
 	e.setStatus(w, Pending)
 	if wl := w.Object; wl.Spec.Active != nil && !*wl.Spec.Active {
+		// Kueue's workload controller marks a workload that is created
+		// inactive evicted (reason InactiveWorkload), and that status
+		// update is handled as any update of an inactive workload: the
+		// parked workloads of its LocalQueue's ClusterQueue and cohort
+		// are requeued (WorkloadReconciler.Reconcile, then Update).
 		e.setStatus(w, Inactive)
+		e.evictions = append(e.evictions, Eviction{Key: w.Info.Key, Reason: EvictedByDeactivation, At: created})
+		e.updated(w, created)
+		e.wake(created)
 		return w
 	}
 	e.route(w, created)
@@ -253,10 +261,13 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 		e.leave(w, now)
 		e.setStatus(w, Inactive)
 		w.Reason, w.RequeueCount, w.RequeueAt = nil, 0, time.Time{}
+		// Kueue's workload controller marks any workload it finds
+		// inactive evicted, reason InactiveWorkload, whether or not it
+		// held quota.
+		e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
 		if admitted {
 			w.Evictions++
 			w.Info.LastTried = nil
-			e.evictions = append(e.evictions, Eviction{Key: key, Reason: EvictedByDeactivation, At: now})
 		} else {
 			// The workload controller handles the update of an inactive
 			// workload as of a finished one (see updated): the parked

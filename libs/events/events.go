@@ -26,9 +26,11 @@
 //
 // ActiveChanged is spec.active set by a user (jqctl stop|resume workload):
 // false takes a pending or admitted workload to inactive (an admitted one
-// leaves its quota, as Kueue evicts it with reason InactiveWorkload);
-// true puts an inactive workload back in its queue. Every consumer
-// applies it as it reads it; no decision follows it.
+// leaves its quota), and is Kueue's eviction with reason InactiveWorkload;
+// true puts an inactive workload back in its queue. A WorkloadSubmitted
+// whose spec.active is false is that eviction too: Kueue's workload
+// controller marks any workload it finds inactive evicted. Every consumer
+// applies both as it reads them; no Evicted event is published for them.
 //
 // Config events (ConfigApplied, ConfigDeleted) share the stream, so that
 // replaying JQ_EVENTS from the start rebuilds every decision in order.

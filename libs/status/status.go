@@ -121,13 +121,15 @@ func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 		}
 	case *events.ActiveChangedData:
 		// Kueue's workload controller: a deactivated workload is evicted
-		// (if it holds quota) and loses its requeue state; a reactivated
-		// one loses its requeue state too.
-		if !d.Active && meta.IsStatusConditionTrue(w.Conditions, QuotaReserved) {
-			set(Evicted, metav1.ConditionTrue, "InactiveWorkload", "The workload is deactivated")
-			unreserve("Pending", "The workload is deactivated")
-			if meta.FindStatusCondition(w.Conditions, PodsReady) != nil {
-				set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+		// and leaves its quota if it holds any; a reactivated one loses
+		// its requeue state too.
+		if !d.Active {
+			w.Deactivated(ev.Time)
+			if meta.IsStatusConditionTrue(w.Conditions, QuotaReserved) {
+				unreserve("Pending", "The workload is deactivated")
+				if meta.FindStatusCondition(w.Conditions, PodsReady) != nil {
+					set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
+				}
 			}
 		}
 		w.RequeueState = nil
@@ -144,11 +146,21 @@ func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 			set(PodsReady, metav1.ConditionTrue, "PodsReady", "All pods were ready or succeeded since the workload admission")
 		}
 	case events.Deactivated:
-		if !meta.IsStatusConditionTrue(w.Conditions, Evicted) {
-			set(Evicted, metav1.ConditionTrue, "InactiveWorkload", "The workload is deactivated")
-		}
-		w.RequeueState = nil
+		w.Deactivated(ev.Time)
 	}
+}
+
+// Deactivated is Kueue's workload controller finding the workload
+// inactive (WorkloadReconciler.Reconcile): unless it is evicted already,
+// it is evicted with reason InactiveWorkload, whether or not it held
+// quota, and it loses its requeue state. The projector calls it for a
+// workload submitted with spec.active false.
+func (w *Workload) Deactivated(at time.Time) {
+	if !meta.IsStatusConditionTrue(w.Conditions, Evicted) {
+		meta.SetStatusCondition(&w.Conditions, metav1.Condition{Type: Evicted, Status: metav1.ConditionTrue,
+			Reason: "InactiveWorkload", Message: "The workload is deactivated", LastTransitionTime: metav1.NewTime(at.UTC().Truncate(time.Second))})
+	}
+	w.RequeueState = nil
 }
 
 // PodSetAssignment is one entry of Kueue's status.admission.podSetAssignments.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -139,6 +140,43 @@ func TestDeactivationEvictsAsKueue(t *testing.T) {
 		cond("Evicted", "True", "InactiveWorkload", "The workload is deactivated", 2)}
 	if diff := cmp.Diff(want, w.Conditions); diff != "" {
 		t.Errorf("conditions (-want,+got):\n%s", diff)
+	}
+}
+
+// TestInactiveWithoutQuotaIsEvicted: Kueue's workload controller marks
+// any workload it finds inactive evicted (InactiveWorkload), one that
+// never held quota too: one deactivated while pending, and one submitted
+// inactive (the projector calls Deactivated for it). One evicted already
+// keeps its reason.
+func TestInactiveWithoutQuotaIsEvicted(t *testing.T) {
+	ref := events.WorkloadRef{Namespace: "ns", Name: "w"}
+	inactive := []metav1.Condition{cond("Evicted", "True", "InactiveWorkload", "The workload is deactivated", 2)}
+	var pending Workload
+	pending.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), true)
+	pending.Apply(at(2, events.ActiveChanged, &events.ActiveChangedData{WorkloadRef: ref, Active: false}), true)
+	if diff := cmp.Diff(inactive, pending.Conditions); diff != "" {
+		t.Errorf("deactivated while pending, conditions (-want,+got):\n%s", diff)
+	}
+	var submitted Workload
+	submitted.Apply(at(2, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), true)
+	submitted.Deactivated(t0.Add(2 * time.Second))
+	if diff := cmp.Diff(inactive, submitted.Conditions); diff != "" {
+		t.Errorf("submitted inactive, conditions (-want,+got):\n%s", diff)
+	}
+	// Evicted by the PodsReady timeout and waiting out its backoff, then
+	// deactivated: Kueue leaves the Evicted condition as it is and drops
+	// the requeue state.
+	requeueAt := t0.Add(time.Minute)
+	var backoff Workload
+	backoff.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), true)
+	backoff.Apply(at(1, events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref, Admission: scheduler.Admission{ClusterQueue: "cq"}}), true)
+	backoff.Apply(at(2, events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: "PodsReadyTimeout", RequeueCount: 1, RequeueAt: &requeueAt}), true)
+	backoff.Apply(at(3, events.ActiveChanged, &events.ActiveChangedData{WorkloadRef: ref, Active: false}), true)
+	if c := meta.FindStatusCondition(backoff.Conditions, Evicted); c == nil || c.Reason != "PodsReadyTimeout" || c.Status != metav1.ConditionTrue {
+		t.Errorf("evicted by timeout, then deactivated: Evicted %+v, want True PodsReadyTimeout", c)
+	}
+	if backoff.RequeueState != nil {
+		t.Errorf("evicted by timeout, then deactivated: requeueState %+v, want none", backoff.RequeueState)
 	}
 }
 

@@ -333,6 +333,9 @@ func (b *batch) fold(r Record) error {
 	}
 	w.LastSeq = int64(r.Seq)
 	w.Kueue.Apply(ev, b.waitForPodsReady)
+	if ev.Type == events.WorkloadSubmitted && w.Status == StatusInactive {
+		w.Kueue.Deactivated(ev.Time)
+	}
 	switch d := ev.Data.(type) {
 	case *events.PriorityChangedData:
 		w.Priority = d.Priority

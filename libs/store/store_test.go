@@ -340,6 +340,10 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 		Object: json.RawMessage(`{"apiVersion":"config.kueue.x-k8s.io/v1beta1","kind":"Configuration","waitForPodsReady":{"enable":true}}`)})
 	l.submit("ns", "w4")
 	l.add(events.QuotaReserved, &events.QuotaReservedData{WorkloadRef: ref("ns", "w4"), Admission: admission(500)})
+	// Submitted with spec.active false: Kueue's workload controller marks
+	// it evicted at once.
+	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "w5"), CreatedAt: t0,
+		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w5","namespace":"ns"},"spec":{"queueName":"lq","active":false,"podSets":[]}}`)})
 	if _, err := s.Apply(ctx, l.recs); err != nil {
 		t.Fatal(err)
 	}
@@ -369,6 +373,13 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 		cond("Admitted", "True", "Admitted", "The workload is admitted", 13),
 		cond("PodsReady", "False", "PodsReady", "Not all pods are ready or succeeded", 13)}, get("w4").Kueue.Conditions); diff != "" {
 		t.Errorf("w4 under waitForPodsReady, conditions (-want,+got):\n%s", diff)
+	}
+	w5 := get("w5")
+	if diff := cmp.Diff([]metav1.Condition{cond("Evicted", "True", "InactiveWorkload", "The workload is deactivated", 14)}, w5.Kueue.Conditions); diff != "" {
+		t.Errorf("w5 submitted inactive, conditions (-want,+got):\n%s", diff)
+	}
+	if w5.Status != StatusInactive {
+		t.Errorf("w5 submitted inactive: status %s", w5.Status)
 	}
 	// The finished workload's quota is released all the same.
 	usage, err := s.ClusterQueueUsage(ctx, "cq")
