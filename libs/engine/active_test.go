@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -130,5 +132,79 @@ spec:
 	}
 	if st := e.Workload("cq-a/idle").Status; st != Inactive {
 		t.Errorf("idle: %s, want inactive", st)
+	}
+}
+
+// TestLateLocalQueueListsInactive: a LocalQueue created after an
+// inactive workload lists it, as Kueue's Manager.AddLocalQueue lists every
+// workload without quota; the scheduler admits it, and it is evicted
+// again (InactiveWorkload) at once, holding no quota after the cycle.
+// The engine records that eviction as a decision for admission to
+// publish; an engine that reads it back (a standby, a replica) takes the
+// workload out of its queue too, as ApplyDeactivation does.
+func TestLateLocalQueueListsInactive(t *testing.T) {
+	world := strings.Replace(podsReadyWorld, "enable: true", "enable: false", 1)
+	world = world[:strings.LastIndex(world, "---")]
+	lq := "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: cq-a}\nspec: {clusterQueue: cq-a}\n"
+	idle := `apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: idle, namespace: cq-a}
+spec:
+  queueName: lq
+  active: false
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "4"}}}]}}
+`
+	decider, replica := New(), New()
+	decider.RecordDecisions()
+	for _, e := range []*Engine{decider, replica} {
+		apply(t, e, world)
+		submit(t, e, idle)
+		e.RunToQuiescence(t0)
+		e.DrainEvictions()
+		apply(t, e, lq)
+	}
+	queued := func(e *Engine) int { q, _, p, _ := e.queues.Footprint(); return q + p }
+	if got := queued(replica); got != 1 {
+		t.Fatalf("queued in the replica once the LocalQueue exists: %d, want 1 (idle, listed)", got)
+	}
+	var admitted []string
+	decider.ObserveCycles(func(res CycleResult) { admitted = append(admitted, res.Admitted...) })
+	decider.RunToQuiescence(t0)
+	if d := cmp.Diff([]string{"cq-a/idle"}, admitted); d != "" {
+		t.Errorf("admitted by the cycle (-want +got):\n%s", d)
+	}
+	var evs []string
+	for _, ev := range decider.DrainEvictions() {
+		evs = append(evs, ev.Key+" "+ev.Reason)
+	}
+	if d := cmp.Diff([]string{"cq-a/idle InactiveWorkload"}, evs); d != "" {
+		t.Errorf("evictions (-want +got):\n%s", d)
+	}
+	var decided []string
+	for _, d := range decider.DrainDecisions() {
+		decided = append(decided, fmt.Sprintf("%s %s %s", d.Kind, d.Key, d.EvictionReason))
+	}
+	if d := cmp.Diff([]string{"Evicted cq-a/idle InactiveWorkload"}, decided); d != "" {
+		t.Errorf("decisions (-want +got):\n%s", d)
+	}
+	if w := decider.Workload("cq-a/idle"); w.Status != Inactive || w.Admission != nil || queued(decider) != 0 {
+		t.Errorf("idle after the cycle: %s, admission %v, queued %d; want inactive, none, 0", w.Status, w.Admission, queued(decider))
+	}
+	if n := len(decider.state("cq-a").admitted); n != 0 {
+		t.Errorf("workloads holding cq-a's quota after the cycle: %d, want 0", n)
+	}
+	// The replica reads the eviction back.
+	replica.ApplyDeactivation("cq-a/idle", t0)
+	if got := queued(replica); got != 0 {
+		t.Errorf("queued in the replica after the eviction is read back: %d, want 0", got)
+	}
+	var again []string
+	replica.ObserveCycles(func(res CycleResult) { again = append(again, res.Admitted...) })
+	replica.RunToQuiescence(t0)
+	if len(again) != 0 {
+		t.Errorf("the replica admits %v after reading the eviction back, want nothing", again)
 	}
 }

@@ -80,7 +80,7 @@ func (e *Engine) Apply(obj api.Object, now time.Time) (Action, error) {
 		e.localQueues[key] = o
 		if old == nil {
 			for _, w := range e.workloads {
-				if w.Status == Finished && w.finishedIn == "" && w.Object.Namespace == o.Namespace &&
+				if (w.Status == Finished && w.finishedIn == "" || w.Status == Inactive) && w.Object.Namespace == o.Namespace &&
 					w.Object.Spec.QueueName == o.Name {
 					w.listed = true
 				}

@@ -265,15 +265,27 @@ func (e *Engine) passWorkload(en *scheduler.Entry) *Workload {
 func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time) {
 	w := e.passWorkload(en)
 	if w == nil {
-		// A finished workload still queued: Kueue's scheduler reserves
-		// its quota all the same, and the admission's status write is an
-		// update on which the workload controller drops it and gives the
-		// quota back (see updated). It counts as an admission.
+		// A finished or inactive workload still queued: Kueue's
+		// scheduler reserves its quota all the same, and the admission's
+		// status write is an update on which the workload controller
+		// drops it and gives the quota back (see updated). It counts as
+		// an admission.
 		if fw := e.dropFinished(en.Workload.Key); fw != nil {
 			res.Admitted = append(res.Admitted, fw.Info.Key)
-			// The write leaves the admission in its status, as finishing
-			// an admitted workload does.
-			fw.finishedIn = en.Workload.ClusterQueue
+			if fw.Status == Finished {
+				// The write leaves the admission in its status, as
+				// finishing an admitted workload does.
+				fw.finishedIn = en.Workload.ClusterQueue
+			} else {
+				// The admission set its Evicted condition false; the
+				// workload controller evicts it again (InactiveWorkload),
+				// and the reservation is cleared with a Pending
+				// condition, as for any evicted workload. Only that
+				// eviction is published: the log never held the quota.
+				fw.condPending = true
+				e.evictions = append(e.evictions, Eviction{Key: fw.Info.Key, Reason: EvictedByDeactivation, At: now})
+				e.record(Decision{Kind: DecidedEviction, Key: fw.Info.Key, EvictionReason: EvictedByDeactivation})
+			}
 			e.updated(fw, now)
 		}
 		return
@@ -686,11 +698,12 @@ func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) (update *Wo
 	return w
 }
 
-// dropFinished takes a finished workload out of its queue, if it is
-// queued, and returns it; nil for any other workload.
+// dropFinished takes a finished or inactive workload out of its queue,
+// if it is queued, and returns it; nil for any other workload. Kueue's
+// queues hold either kind alike (see Workload.listed).
 func (e *Engine) dropFinished(key string) *Workload {
 	w := e.workloads[key]
-	if w == nil || w.Status != Finished {
+	if w == nil || w.Status != Finished && w.Status != Inactive {
 		return nil
 	}
 	if w.queuedIn != "" {

@@ -92,12 +92,13 @@ type Workload struct {
 	// finishedIn is the ClusterQueue it was admitted to when it finished:
 	// Kueue keeps that admission in a finished workload's status.
 	finishedIn string
-	// listed is set for a finished workload that Kueue's LocalQueue
-	// lists: one that finished without quota before its LocalQueue
-	// existed, which Manager.AddLocalQueue adds to the queues all the
-	// same (it skips only the workloads that hold quota). It is queued
-	// whenever its ClusterQueue exists (see reroute), until it leaves as
-	// a finished workload does (see requeueFinished).
+	// listed is set for a finished or inactive workload that Kueue's
+	// LocalQueue lists: one that finished without quota, or is inactive,
+	// when its LocalQueue is created, which Manager.AddLocalQueue adds to
+	// the queues all the same (it skips only the workloads that hold
+	// quota). It is queued whenever its ClusterQueue exists (see
+	// reroute), until it leaves as a finished workload does (see
+	// requeueFinished).
 	listed bool
 	// publishedReason is the last reason recorded as a decision.
 	publishedReason *scheduler.Reason
@@ -184,8 +185,8 @@ type Engine struct {
 	// pass is a cycle that blockAdmission stopped at an entry that fits:
 	// it goes on once every admitted workload is PodsReady (see Cycle).
 	pass *scheduler.Pass
-	// finishedQueued are finished workloads still in a queue (see
-	// requeueFinished).
+	// finishedQueued are finished or inactive workloads still in a queue
+	// (see requeueFinished).
 	finishedQueued map[string]*Workload
 	// cohortGens caches cohortGeneration; nil when stale.
 	cohortGens map[string]int64

@@ -526,7 +526,7 @@ func (e *Engine) restoreWorkload(sw *snapWorkload, info *scheduler.Workload, adm
 	default:
 		return fmt.Errorf("workload %s: status %q", key, sw.Status)
 	}
-	if sw.FinishedQueued && (sw.Status != Finished || sw.QueuedIn == "") {
+	if sw.FinishedQueued && (sw.Status != Finished && sw.Status != Inactive || sw.QueuedIn == "") {
 		return fmt.Errorf("workload %s: queued as finished while %s", key, sw.Status)
 	}
 	if sw.QueuedIn != "" && sw.Status != Pending && !sw.FinishedQueued {

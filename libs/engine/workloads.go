@@ -280,6 +280,7 @@ func (e *Engine) SetActive(key string, active bool, now time.Time) error {
 		e.updated(w, now)
 		e.wake(now)
 	case active && w.Status == Inactive:
+		e.dropFinished(key)
 		e.setStatus(w, Pending)
 		w.RequeueCount, w.RequeueAt = 0, time.Time{}
 		w.Info.QueueTime = w.Info.Created
@@ -316,7 +317,7 @@ func (e *Engine) Delete(key string, now time.Time) error {
 // leave takes a workload out of its queue or releases its quota.
 func (e *Engine) leave(w *Workload, now time.Time) {
 	switch w.Status {
-	case Finished:
+	case Finished, Inactive:
 		e.dropFinished(w.Info.Key)
 	case Pending:
 		if w.queuedIn != "" {

@@ -3,6 +3,8 @@ package events
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // The ce-source of each of jetqueue's writers.
@@ -43,44 +45,57 @@ var decisionOwners = map[Type]string{
 	// Evicted has two owners, told apart by reason (evictionOwners).
 }
 
-// evictionOwners is the owner of an Evicted by its reason (the engine's
-// EvictedBy* values).
-var evictionOwners = map[string]string{
-	"Preempted":        SourcePreemptor,
-	"PodsReadyTimeout": SourcePodsReady,
+// evictionOwners are the owners of an Evicted by its reason (the
+// engine's EvictedBy* values); the first is the one FromOwner stamps.
+var evictionOwners = map[string][]string{
+	"Preempted":        {SourcePreemptor},
+	"PodsReadyTimeout": {SourcePodsReady},
 	// A workload deactivated after its last PodsReady timeout leaves its
-	// quota by podsready's eviction.
-	"InactiveWorkload": SourcePodsReady,
+	// quota by podsready's eviction. An inactive workload that
+	// admission's scheduler admits (a LocalQueue created after it lists
+	// it, as Kueue's does) is evicted by admission, whose engine decides
+	// it.
+	"InactiveWorkload": {SourcePodsReady, SourceAdmission},
 	// A HoldAndDrain ClusterQueue's workloads are evicted by admission,
 	// whose engine decides it.
-	"ClusterQueueStopped": SourceAdmission,
+	"ClusterQueueStopped": {SourceAdmission},
 	// So are a HoldAndDrain LocalQueue's.
-	"LocalQueueStopped": SourceAdmission,
+	"LocalQueueStopped": {SourceAdmission},
 }
 
 // ErrForeignSource marks a decision event whose ce-source is not the
 // service that owns its type.
 var ErrForeignSource = errors.New("decision from a source that does not own it")
 
-// Owner is the ce-source that may publish ev, or "" when ev is not a
-// decision (any of jetqueue's writers may publish it).
+// Owner is the ce-source that may publish ev (the first, where two may),
+// or "" when ev is not a decision (any of jetqueue's writers may publish
+// it).
 func Owner(ev Event) string {
-	switch d := ev.Data.(type) {
-	case *EvictedData:
+	if o := owners(ev); len(o) > 0 {
+		return o[0]
+	}
+	return ""
+}
+
+func owners(ev Event) []string {
+	if d, ok := ev.Data.(*EvictedData); ok {
 		if o, ok := evictionOwners[d.Reason]; ok {
 			return o
 		}
-		return SourcePreemptor
+		return []string{SourcePreemptor}
 	}
-	return decisionOwners[ev.Type]
+	if o := decisionOwners[ev.Type]; o != "" {
+		return []string{o}
+	}
+	return nil
 }
 
 // CheckSource refuses a decision published by anyone but its owner: a
 // decider applies such an event never, and skips it as it skips any event
 // it cannot apply.
 func CheckSource(ev Event) error {
-	if o := Owner(ev); o != "" && ev.Source != o {
-		return fmt.Errorf("%w: %s %s has ce-source %q, want %q", ErrForeignSource, ev.Type, ev.ID, ev.Source, o)
+	if o := owners(ev); len(o) > 0 && !slices.Contains(o, ev.Source) {
+		return fmt.Errorf("%w: %s %s has ce-source %q, want %q", ErrForeignSource, ev.Type, ev.ID, ev.Source, strings.Join(o, `" or "`))
 	}
 	return nil
 }

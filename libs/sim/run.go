@@ -140,6 +140,12 @@ func applyFact(e *engine.Engine, d engine.Decision, now time.Time) {
 	case engine.DecidedInadmissible:
 		e.NoteReason(d.Key, *d.Reason)
 	case engine.DecidedEviction:
+		if d.EvictionReason == engine.EvictedByDeactivation {
+			// As libs/replay applies it (an inactive workload admitted
+			// while still queued).
+			e.ApplyDeactivation(d.Key, now)
+			break
+		}
 		e.ApplyEviction(d.Key, engine.Eviction{Reason: d.EvictionReason}, now)
 	case engine.DecidedPreemption:
 		for _, v := range d.Targets {

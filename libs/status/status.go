@@ -96,6 +96,17 @@ func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 			set(PodsReady, metav1.ConditionFalse, "PodsReady", "Not all pods are ready or succeeded")
 		}
 	case *events.EvictedData:
+		if d.Reason == "InactiveWorkload" && !meta.IsStatusConditionTrue(w.Conditions, QuotaReserved) {
+			// An inactive workload Kueue's scheduler admitted (its
+			// LocalQueue, created after it, listed it), evicted at once
+			// by the workload controller: the log holds no admission
+			// for it. Its status ends as Kueue leaves it.
+			set(Evicted, metav1.ConditionTrue, d.Reason, "The workload is deactivated")
+			set(QuotaReserved, metav1.ConditionFalse, "Pending", "The workload is deactivated")
+			set(Admitted, metav1.ConditionFalse, "NoReservation", "The workload has no reservation")
+			w.RequeueState = nil
+			break
+		}
 		msg := evictionMessages[d.Reason]
 		switch {
 		case d.Reason == "PodsReadyTimeout":

@@ -360,6 +360,13 @@ func (b *batch) fold(r Record) error {
 		r := d.Reason
 		w.Reason, w.Message, w.ReasonDetail = r.Token, r.Message, &r
 	case *events.EvictedData:
+		if w.Status == StatusInactive {
+			// Kueue's scheduler admitted an inactive workload that its
+			// LocalQueue, created after it, listed; the workload
+			// controller evicted it at once. The log never held that
+			// quota, and it stays inactive.
+			break
+		}
 		b.release(w)
 		w.Status, w.Evictions = StatusPending, w.Evictions+1
 		w.Reason, w.Message, w.ReasonDetail = d.Reason, "", nil
