@@ -34,13 +34,7 @@ func TestSetActive(t *testing.T) {
 	}
 	// Kueue's workload controller marks both evicted (InactiveWorkload),
 	// b although it never held quota.
-	var got []string
-	for _, ev := range e.DrainEvictions() {
-		got = append(got, ev.Key+" "+ev.Reason)
-	}
-	if d := cmp.Diff([]string{"cq-a/b InactiveWorkload", "cq-a/a InactiveWorkload"}, got); d != "" {
-		t.Errorf("evictions (-want +got):\n%s", d)
-	}
+	wantEvictions(t, e, "cq-a/b InactiveWorkload", "cq-a/a InactiveWorkload")
 	if w := e.Workload("cq-a/a"); w.Object.Spec.Active == nil || *w.Object.Spec.Active || w.Evictions != 1 {
 		t.Errorf("a: active %v, evictions %d", w.Object.Spec.Active, w.Evictions)
 	}
@@ -111,25 +105,11 @@ func TestInactiveSubmission(t *testing.T) {
 	if _, _, parked, _ := e.queues.Footprint(); parked != 1 {
 		t.Fatalf("parked at the start: %d, want 1 (big)", parked)
 	}
-	submit(t, e, `apiVersion: kueue.x-k8s.io/v1beta1
-kind: Workload
-metadata: {name: idle, namespace: cq-a}
-spec:
-  queueName: lq
-  active: false
-  podSets:
-  - {name: main, count: 1, template: {spec: {containers: []}}}
-`)
+	submit(t, e, idleWorkload)
 	if _, _, parked, _ := e.queues.Footprint(); parked != 0 {
 		t.Errorf("parked after the inactive submission: %d, want 0", parked)
 	}
-	var got []string
-	for _, ev := range e.DrainEvictions() {
-		got = append(got, ev.Key+" "+ev.Reason)
-	}
-	if d := cmp.Diff([]string{"cq-a/idle InactiveWorkload"}, got); d != "" {
-		t.Errorf("evictions (-want +got):\n%s", d)
-	}
+	wantEvictions(t, e, "cq-a/idle InactiveWorkload")
 	if st := e.Workload("cq-a/idle").Status; st != Inactive {
 		t.Errorf("idle: %s, want inactive", st)
 	}
@@ -146,22 +126,11 @@ func TestLateLocalQueueListsInactive(t *testing.T) {
 	world := strings.Replace(podsReadyWorld, "enable: true", "enable: false", 1)
 	world = world[:strings.LastIndex(world, "---")]
 	lq := "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: cq-a}\nspec: {clusterQueue: cq-a}\n"
-	idle := `apiVersion: kueue.x-k8s.io/v1beta1
-kind: Workload
-metadata: {name: idle, namespace: cq-a}
-spec:
-  queueName: lq
-  active: false
-  podSets:
-  - name: main
-    count: 1
-    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "4"}}}]}}
-`
 	decider, replica := New(), New()
 	decider.RecordDecisions()
 	for _, e := range []*Engine{decider, replica} {
 		apply(t, e, world)
-		submit(t, e, idle)
+		submit(t, e, idleWorkload)
 		e.RunToQuiescence(t0)
 		e.DrainEvictions()
 		apply(t, e, lq)
@@ -176,13 +145,7 @@ spec:
 	if d := cmp.Diff([]string{"cq-a/idle"}, admitted); d != "" {
 		t.Errorf("admitted by the cycle (-want +got):\n%s", d)
 	}
-	var evs []string
-	for _, ev := range decider.DrainEvictions() {
-		evs = append(evs, ev.Key+" "+ev.Reason)
-	}
-	if d := cmp.Diff([]string{"cq-a/idle InactiveWorkload"}, evs); d != "" {
-		t.Errorf("evictions (-want +got):\n%s", d)
-	}
+	wantEvictions(t, decider, "cq-a/idle InactiveWorkload")
 	var decided []string
 	for _, d := range decider.DrainDecisions() {
 		decided = append(decided, fmt.Sprintf("%s %s %s", d.Kind, d.Key, d.EvictionReason))
@@ -208,3 +171,29 @@ spec:
 		t.Errorf("the replica admits %v after reading the eviction back, want nothing", again)
 	}
 }
+
+// wantEvictions checks the evictions the engine recorded since the last
+// drain, as "key reason", in order.
+func wantEvictions(t *testing.T, e *Engine, want ...string) {
+	t.Helper()
+	var got []string
+	for _, ev := range e.DrainEvictions() {
+		got = append(got, ev.Key+" "+ev.Reason)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("evictions (-want +got):\n%s", d)
+	}
+}
+
+// idleWorkload is a workload submitted inactive to cq-a's LocalQueue.
+const idleWorkload = `apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: idle, namespace: cq-a}
+spec:
+  queueName: lq
+  active: false
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "4"}}}]}}
+`
