@@ -102,6 +102,8 @@ func (w *Workload) Apply(ev events.Event, waitForPodsReady bool) {
 			// by the workload controller: the log holds no admission
 			// for it. Its status ends as Kueue leaves it.
 			set(Evicted, metav1.ConditionTrue, d.Reason, "The workload is deactivated")
+			// The admission set it false a moment before.
+			meta.FindStatusCondition(w.Conditions, Evicted).LastTransitionTime = now
 			set(QuotaReserved, metav1.ConditionFalse, "Pending", "The workload is deactivated")
 			set(Admitted, metav1.ConditionFalse, "NoReservation", "The workload has no reservation")
 			w.RequeueState = nil

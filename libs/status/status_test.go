@@ -163,6 +163,17 @@ func TestInactiveWithoutQuotaIsEvicted(t *testing.T) {
 	if diff := cmp.Diff(inactive, submitted.Conditions); diff != "" {
 		t.Errorf("submitted inactive, conditions (-want,+got):\n%s", diff)
 	}
+	// Listed by a LocalQueue created after it, admitted by the scheduler
+	// and evicted again: the log holds only admission's eviction.
+	var listed Workload
+	listed.Apply(at(0, events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref}), true)
+	listed.Deactivated(t0)
+	listed.Apply(at(2, events.Evicted, &events.EvictedData{WorkloadRef: ref, Reason: "InactiveWorkload"}), true)
+	if diff := cmp.Diff([]metav1.Condition{cond("Evicted", "True", "InactiveWorkload", "The workload is deactivated", 2),
+		cond("QuotaReserved", "False", "Pending", "The workload is deactivated", 2),
+		cond("Admitted", "False", "NoReservation", "The workload has no reservation", 2)}, listed.Conditions); diff != "" {
+		t.Errorf("inactive, admitted and evicted again, conditions (-want,+got):\n%s", diff)
+	}
 	// Evicted by the PodsReady timeout and waiting out its backoff, then
 	// deactivated: Kueue leaves the Evicted condition as it is and drops
 	// the requeue state.
