@@ -344,6 +344,11 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 	// it evicted at once.
 	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "w5"), CreatedAt: t0,
 		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w5","namespace":"ns"},"spec":{"queueName":"lq","active":false,"podSets":[]}}`)})
+	// w6, submitted inactive, is listed by a LocalQueue created after it
+	// and admitted for a moment: admission publishes only its eviction.
+	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "w6"), CreatedAt: t0,
+		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w6","namespace":"ns"},"spec":{"queueName":"lq","active":false,"podSets":[]}}`)})
+	l.add(events.Evicted, &events.EvictedData{WorkloadRef: ref("ns", "w6"), Reason: "InactiveWorkload"})
 	if _, err := s.Apply(ctx, l.recs); err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +385,9 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 	}
 	if w5.Status != StatusInactive {
 		t.Errorf("w5 submitted inactive: status %s", w5.Status)
+	}
+	if w6 := get("w6"); w6.Status != StatusInactive || w6.Evictions != 0 {
+		t.Errorf("w6, inactive and evicted again: status %s, evictions %d; want inactive, 0", w6.Status, w6.Evictions)
 	}
 	// The finished workload's quota is released all the same.
 	usage, err := s.ClusterQueueUsage(ctx, "cq")
