@@ -121,8 +121,16 @@ func TestInactiveSubmission(t *testing.T) {
 // again (InactiveWorkload) at once, holding no quota after the cycle.
 // The engine records that eviction as a decision for admission to
 // publish; an engine that reads it back (a standby, a replica) takes the
-// workload out of its queue too, as ApplyDeactivation does.
+// workload out of its queue too, as ApplyDeactivation does. The same
+// holds for an inactive workload that finished: Kueue's workload
+// controller looks at spec.active first.
 func TestLateLocalQueueListsInactive(t *testing.T) {
+	for _, finished := range []bool{false, true} {
+		t.Run(fmt.Sprintf("finished=%v", finished), func(t *testing.T) { lateLocalQueueListsInactive(t, finished) })
+	}
+}
+
+func lateLocalQueueListsInactive(t *testing.T, finished bool) {
 	world := strings.Replace(podsReadyWorld, "enable: true", "enable: false", 1)
 	world = world[:strings.LastIndex(world, "---")]
 	lq := "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: cq-a}\nspec: {clusterQueue: cq-a}\n"
@@ -131,6 +139,9 @@ func TestLateLocalQueueListsInactive(t *testing.T) {
 	for _, e := range []*Engine{decider, replica} {
 		apply(t, e, world)
 		submit(t, e, idleWorkload)
+		if finished {
+			must(t, e.Finish("cq-a/idle", t0))
+		}
 		e.RunToQuiescence(t0)
 		e.DrainEvictions()
 		apply(t, e, lq)
@@ -153,8 +164,12 @@ func TestLateLocalQueueListsInactive(t *testing.T) {
 	if d := cmp.Diff([]string{"Evicted cq-a/idle InactiveWorkload"}, decided); d != "" {
 		t.Errorf("decisions (-want +got):\n%s", d)
 	}
-	if w := decider.Workload("cq-a/idle"); w.Status != Inactive || w.Admission != nil || queued(decider) != 0 {
-		t.Errorf("idle after the cycle: %s, admission %v, queued %d; want inactive, none, 0", w.Status, w.Admission, queued(decider))
+	want := Inactive
+	if finished {
+		want = Finished
+	}
+	if w := decider.Workload("cq-a/idle"); w.Status != want || w.Admission != nil || queued(decider) != 0 {
+		t.Errorf("idle after the cycle: %s, admission %v, queued %d; want %s, none, 0", w.Status, w.Admission, queued(decider), want)
 	}
 	if n := len(decider.state("cq-a").admitted); n != 0 {
 		t.Errorf("workloads holding cq-a's quota after the cycle: %d, want 0", n)

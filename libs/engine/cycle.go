@@ -272,21 +272,16 @@ func (e *Engine) admitEntry(en *scheduler.Entry, res *CycleResult, now time.Time
 		// an admission.
 		if fw := e.dropFinished(en.Workload.Key); fw != nil {
 			res.Admitted = append(res.Admitted, fw.Info.Key)
-			if fw.Status == Finished {
-				// The write leaves the admission in its status, as
-				// finishing an admitted workload does.
-				fw.finishedIn = en.Workload.ClusterQueue
-			} else {
+			if a := fw.Object.Spec.Active; a != nil && !*a {
 				// The admission set its Evicted condition false; the
-				// workload controller evicts it again (InactiveWorkload),
-				// and the reservation is cleared with a Pending
-				// condition, as for any evicted workload. Only that
-				// eviction is published: the log never held the quota.
-				fw.condPending = true
+				// workload controller, which looks at spec.active before
+				// anything else, evicts it again (InactiveWorkload),
+				// finished or not. Only that eviction is published: the
+				// log never held the quota.
 				e.evictions = append(e.evictions, Eviction{Key: fw.Info.Key, Reason: EvictedByDeactivation, At: now})
 				e.record(Decision{Kind: DecidedEviction, Key: fw.Info.Key, EvictionReason: EvictedByDeactivation})
 			}
-			e.updated(fw, now)
+			e.admittedUnqueued(fw, en.Workload.ClusterQueue, now)
 		}
 		return
 	}
@@ -696,6 +691,20 @@ func (e *Engine) requeueFinished(en *scheduler.Entry, now time.Time) (update *Wo
 	w.condPending = true
 	e.condWrites++
 	return w
+}
+
+// admittedUnqueued settles a finished or inactive workload, out of its
+// queue, that Kueue's scheduler admitted to cq: a finished one keeps the
+// admission in its status, as finishing an admitted workload does; an
+// inactive one is evicted and its reservation cleared with a Pending
+// condition. The admission's write is an update (see updated).
+func (e *Engine) admittedUnqueued(w *Workload, cq string, now time.Time) {
+	if w.Status == Finished {
+		w.finishedIn = cq
+	} else {
+		w.condPending = true
+	}
+	e.updated(w, now)
 }
 
 // dropFinished takes a finished or inactive workload out of its queue,

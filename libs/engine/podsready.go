@@ -174,17 +174,18 @@ func (e *Engine) ApplyTimeout(key string, count int32, requeueAt, now time.Time)
 }
 
 // ApplyDeactivation deactivates an admitted workload whose requeues are
-// used up. Applied to an inactive workload, it is the eviction that
-// follows the admission of one still queued (see admitEntry), read back
-// by an engine that did not decide it: it leaves its queue as it did in
-// the deciding engine.
+// used up. Applied to an inactive workload, finished or not, it is the
+// eviction that follows the admission of one still queued (see
+// admitEntry), read back by an engine that did not decide it: it leaves
+// its queue as it did in the deciding engine.
 func (e *Engine) ApplyDeactivation(key string, now time.Time) bool {
 	e.changes++
-	if w := e.workloads[key]; w != nil && w.Status == Inactive {
+	if w := e.workloads[key]; w != nil && (w.Status == Inactive || w.Status == Finished) {
 		e.touch(w)
-		e.dropFinished(key)
-		w.condPending = true
-		e.updated(w, now)
+		cq := w.queuedIn
+		if e.dropFinished(key) != nil && (cq != "" || w.Status == Inactive) {
+			e.admittedUnqueued(w, cq, now)
+		}
 		e.wake(now)
 		return true
 	}

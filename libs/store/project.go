@@ -360,11 +360,11 @@ func (b *batch) fold(r Record) error {
 		r := d.Reason
 		w.Reason, w.Message, w.ReasonDetail = r.Token, r.Message, &r
 	case *events.EvictedData:
-		if w.Status == StatusInactive {
-			// Kueue's scheduler admitted an inactive workload that its
-			// LocalQueue, created after it, listed; the workload
-			// controller evicted it at once. The log never held that
-			// quota, and it stays inactive.
+		if w.Status == StatusInactive || w.Status == StatusFinished {
+			// Kueue's scheduler admitted an inactive workload (finished
+			// or not) that its LocalQueue, created after it, listed; the
+			// workload controller evicted it at once. The log never held
+			// that quota, and it stays as it was.
 			break
 		}
 		b.release(w)

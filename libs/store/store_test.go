@@ -349,6 +349,11 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "w6"), CreatedAt: t0,
 		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w6","namespace":"ns"},"spec":{"queueName":"lq","active":false,"podSets":[]}}`)})
 	l.add(events.Evicted, &events.EvictedData{WorkloadRef: ref("ns", "w6"), Reason: "InactiveWorkload"})
+	// w7, the same but finished before its LocalQueue existed.
+	l.add(events.WorkloadSubmitted, &events.WorkloadSubmittedData{WorkloadRef: ref("ns", "w7"), CreatedAt: t0,
+		Workload: json.RawMessage(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":"w7","namespace":"ns"},"spec":{"queueName":"lq","active":false,"podSets":[]}}`)})
+	l.add(events.WorkloadFinished, &events.WorkloadFinishedData{WorkloadRef: ref("ns", "w7"), Succeeded: true})
+	l.add(events.Evicted, &events.EvictedData{WorkloadRef: ref("ns", "w7"), Reason: "InactiveWorkload"})
 	if _, err := s.Apply(ctx, l.recs); err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +393,9 @@ func TestWorkloadStatusAsKueueWrites(t *testing.T) {
 	}
 	if w6 := get("w6"); w6.Status != StatusInactive || w6.Evictions != 0 {
 		t.Errorf("w6, inactive and evicted again: status %s, evictions %d; want inactive, 0", w6.Status, w6.Evictions)
+	}
+	if w7 := get("w7"); w7.Status != StatusFinished || w7.Evictions != 0 {
+		t.Errorf("w7, finished, inactive and evicted again: status %s, evictions %d; want finished, 0", w7.Status, w7.Evictions)
 	}
 	// The finished workload's quota is released all the same.
 	usage, err := s.ClusterQueueUsage(ctx, "cq")
