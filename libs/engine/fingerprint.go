@@ -234,7 +234,8 @@ func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
 // hashPending is a workload's share of the fingerprint, and whether it
 // covers a retry state.
 func (e *Engine) hashPending(w *Workload) (uint64, bool) {
-	if w.Status != Pending && (w.Status != Finished || w.queuedIn == "") {
+	if w.Status != Pending && (w.Status != Finished && w.Status != Inactive || w.queuedIn == "") {
+		// A finished or inactive workload counts while a queue holds it.
 		return 0, false
 	}
 	if w.keyHash == 0 {
