@@ -20,18 +20,38 @@ import (
 // Connect dials NATS with endless reconnects, so a broker restart is a
 // pause rather than an outage, and a bounded drain on close. opts add to
 // these, typically an Identity's.
+//
+// A server that hangs (frozen, or cut off without a TCP reset) is noticed
+// by pings: a ping goes out every PingInterval, and when MaxPingsOut are
+// unanswered at the next one ((MaxPingsOut+1) x PingInterval = 8 s after
+// the server froze) the connection is dropped and a server of the
+// cluster dialled again. With nats.go's defaults (a ping every 2 minutes,
+// 2 outstanding) requests would fail for up to 6 minutes. A dial is
+// bounded by DialTimeout.
 func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DrainTimeout(10 * time.Second),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
+		nats.Timeout(DialTimeout),
 	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	return nc, nil
 }
+
+// How Connect notices a hung server, and bounds a dial. A ping costs a
+// few bytes each way, so pinging every 2 s is cheap even for hundreds of
+// connections; three missed in a row is not a GC pause or a busy server.
+const (
+	PingInterval = 2 * time.Second
+	MaxPingsOut  = 3
+	DialTimeout  = 2 * time.Second
+)
 
 // DefaultDuplicates is JQ_EVENTS' dedupe window: how long JetStream
 // remembers a Nats-Msg-Id (and so an Idempotency-Key of ingest).
