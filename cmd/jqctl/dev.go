@@ -227,9 +227,14 @@ func devDatabase(ctx context.Context, dir string) (string, func(), error) {
 		return url, func() {}, nil
 	}
 	admin, stop, err := embedded.StartPostgres(ctx, filepath.Join(dir, "postgres"))
-	if err != nil {
+	if errors.Is(err, embedded.ErrNoPostgres) {
 		return "", nil, fmt.Errorf("no DATABASE_URL, and a private PostgreSQL could not start (%v): "+
 			"install the PostgreSQL server (Debian: apt install postgresql) or set DATABASE_URL", err)
+	}
+	if err != nil {
+		// Installed but failed: its log says why, not a missing package.
+		return "", nil, fmt.Errorf("the private PostgreSQL under %s could not start (its log: %s): %w",
+			filepath.Join(dir, "postgres"), filepath.Join(dir, "postgres", "postgres.log"), err)
 	}
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {

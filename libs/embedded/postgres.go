@@ -52,6 +52,9 @@ func StartPostgresOn(ctx context.Context, dir string, port int) (string, func(),
 			return "", nil, err
 		}
 	}
+	if err := stopLeftover(ctx, bin, data); err != nil {
+		return "", nil, err
+	}
 	logFile := filepath.Join(dir, "postgres.log")
 	out, err := runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
 		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir), "start")
@@ -69,6 +72,28 @@ func StartPostgresOn(ctx context.Context, dir string, port int) (string, func(),
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop, nil
 }
 
+// stopLeftover stops a server still running on data: one whose owner
+// was killed (SIGKILL of jqctl dev, of a test) leaves its postmaster
+// behind, as pg_ctl daemonizes it, and a new start on the same data would
+// fail with "another server might be running". pg_ctl status says
+// whether postmaster.pid names a live postmaster of this data directory;
+// a stale pid file alone pg_ctl start handles itself.
+func stopLeftover(ctx context.Context, bin, data string) error {
+	if _, err := os.Stat(filepath.Join(data, "postmaster.pid")); err != nil {
+		return nil
+	}
+	if _, err := runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "status"); err != nil {
+		return nil // not running
+	}
+	if out, err := runAs(ctx, filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "-t", "60", "stop"); err != nil {
+		return fmt.Errorf("stop the PostgreSQL server left running on %s: %v: %s", data, err, out)
+	}
+	return nil
+}
+
+// ErrNoPostgres says no PostgreSQL server binaries are installed.
+var ErrNoPostgres = errors.New("the PostgreSQL server's binaries (initdb, pg_ctl) are not installed")
+
 // pgBin finds the newest local PostgreSQL server binaries.
 func pgBin() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
@@ -76,7 +101,7 @@ func pgBin() (string, error) {
 	}
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(matches) == 0 {
-		return "", errors.New("initdb not found")
+		return "", ErrNoPostgres
 	}
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
