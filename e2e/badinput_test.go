@@ -113,6 +113,7 @@ func TestResubmissionIsIdempotentAndConflictsAreRefused(t *testing.T) {
 	req := func(body string) (int, answer) {
 		r, _ := http.NewRequest("POST", s.base+"/v1/workloads", strings.NewReader(body))
 		r.Header.Set("Idempotency-Key", "key-1")
+		r.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil {
 			t.Fatal(err)
@@ -155,6 +156,7 @@ func TestBackpressureWhenAdmissionLags(t *testing.T) {
 	codes := map[int]int{}
 	for i := range 10 {
 		req, _ := http.NewRequest("POST", s.base+"/v1/workloads", bytes.NewReader(cpuWorkload(fmt.Sprint("w", i))))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

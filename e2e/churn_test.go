@@ -169,6 +169,9 @@ func (s *system) callQuiet(method, path string, body []byte) int {
 	if err != nil {
 		return 0
 	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0

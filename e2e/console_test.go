@@ -154,6 +154,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer admin-token")
+		if len(body) > 0 {
+			req.Header.Set("Content-Type", "application/yaml")
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -196,6 +196,12 @@ func (s *system) call(method, path string, body []byte, out any) int {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/yaml") // JSON is YAML; ingest refuses a body of no type (415)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
@@ -224,6 +230,12 @@ func (s *system) mustBatch(batch string, want int, method, path string, body []b
 	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/yaml") // JSON is YAML; ingest refuses a body of no type (415)
 	}
 	if batch != "" {
 		req.Header.Set("JQ-Batch", batch)

@@ -214,7 +214,7 @@ func Run(ctx context.Context, rt *service.Runtime, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := s.httpServer(withConsole(s.authenticate(handler)))
+	srv := s.httpServer(withConsole(s.guardWrites(s.authenticate(handler))))
 	if srv.TLSConfig = guard.Authn.TLSConfig(); srv.TLSConfig != nil {
 		lis = tls.NewListener(lis, srv.TLSConfig)
 	}
