@@ -199,9 +199,6 @@ func (s *system) call(method, path string, body []byte, out any) int {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if len(body) > 0 {
-		req.Header.Set("Content-Type", "application/yaml") // JSON is YAML; ingest refuses a body of no type (415)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
@@ -233,9 +230,6 @@ func (s *system) mustBatch(batch string, want int, method, path string, body []b
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	if len(body) > 0 {
-		req.Header.Set("Content-Type", "application/yaml") // JSON is YAML; ingest refuses a body of no type (415)
 	}
 	if batch != "" {
 		req.Header.Set("JQ-Batch", batch)
