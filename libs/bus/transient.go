@@ -84,6 +84,7 @@ var transientCodes = map[jetstream.ErrorCode]struct{}{
 	10023: {}, // JSInsufficientResourcesErr: the leader steps down; another may have room
 	10118: {}, // JSStreamOfflineErr: stream is offline
 	10119: {}, // JSConsumerOfflineErr: consumer is offline
+	10076: {}, // JSNotEnabledErr: a restarted server still enabling JetStream (see Ensure)
 	10163: {}, // JSStreamExpectedLastSeqPerSubjectNotReady: temporarily unavailable
 	10194: {}, // JSStreamOfflineReasonErrF: stream is offline: {err}
 	10195: {}, // JSConsumerOfflineReasonErrF: consumer is offline: {err}

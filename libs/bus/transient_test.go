@@ -101,6 +101,7 @@ func TestTransient(t *testing.T) {
 		"insufficient resources (10023)":            {apiError(10023, 503), true},
 		"stream offline (10118)":                    {apiError(10118, 500), true},
 		"stream offline with reason (10194)":        {apiError(10194, 500), true},
+		"JetStream not enabled yet (10076)":         {jetstream.ErrJetStreamNotEnabled, true},
 		"expected last subject sequence not ready":  {apiError(10163, 503), true},
 		"nats dial refused": {real(func() error {
 			_, err := Connect("nats://"+port, "refused", nats.NoReconnect())

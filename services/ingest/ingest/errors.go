@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/bus"
 )
 
 // errorBody is API.md's error shape; a 5xx adds the request id.
@@ -58,6 +59,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// unexpected answers an error no handler turned into an answer. An outage
+// (bus.Transient: JetStream without a leader or quorum, NATS or
+// PostgreSQL unreachable, a lookup that ran out of time) is 503 with
+// Retry-After: the same request shortly after may succeed, and clients
+// retry it (under the same Idempotency-Key; see retriesDoc). During a
+// JetStream leader change every request fails for seconds, and a 500
+// would tell the client it met a bug. Anything else is one: 500.
+func unexpected(err error) *httpError {
+	if bus.Transient(err) {
+		return &httpError{status: http.StatusServiceUnavailable, cause: err,
+			errs: []api.FieldError{{Message: "temporarily unavailable; retry (the server log has the details under this request's id)"}}}
+	}
+	return &httpError{status: http.StatusInternalServerError, cause: err,
+		errs: []api.FieldError{{Message: "internal error; the server log has the details under this request's id"}}}
+}
+
 // writeError answers an error. A 4xx says what was wrong with the
 // request. A 5xx says only what a client can act on, with the request id;
 // the internal error (which may name the database, its user and host) goes
@@ -68,8 +85,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if se, ok := fromAPIStatus(err); ok {
 		he = se
 	} else if !errors.As(err, &he) {
-		he = &httpError{status: http.StatusInternalServerError, cause: err,
-			errs: []api.FieldError{{Message: "internal error; the server log has the details under this request's id"}}}
+		he = unexpected(err)
 	}
 	if he.status == http.StatusUnauthorized {
 		// RFC 6750: say which scheme would have been accepted.
@@ -105,3 +121,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	writeJSON(w, he.status, errorBody{Errors: he.errs, RequestID: id})
 }
+
+// retriesDoc is the API reference's section on retrying (docs/api.md,
+// from the OpenAPI document's description): what unexpected and the
+// handlers' 503s promise a client.
+const retriesDoc = "## Retries\n\n" +
+	"A request answered 503 (unavailable for a moment: JetStream electing a leader, NATS or PostgreSQL unreachable, admission too far behind), " +
+	"502 or 504 (a proxy or a wait that ran out) or 429 (too many requests), or whose connection failed or timed out, may succeed if sent again: " +
+	"wait at least the `Retry-After` header's seconds, back off exponentially with jitter, and stop after a bounded time " +
+	"(`jqctl` waits 100 ms doubling up to 5 s, for at most 30 s, or `JQ_RETRY_TIMEOUT`). " +
+	"A 500 is a bug and any other 4xx is the request's fault: neither is retried.\n\n" +
+	"Send every try of a submission (`POST /v1/workloads`, `jq.api.v1.workloads.submit`) with the same `Idempotency-Key`, " +
+	"made once per submission, not per try: a try stored before its answer was lost is then answered 200 with the first answer " +
+	"rather than submitted twice. Without a key a named workload sent again with the same document is recognized too, " +
+	"but one named by `generateName` would be created again. `POST /v1/apply` is declarative: a retry answers `unchanged`. " +
+	"A retried delete whose first try took effect answers 404; a retried finish, podsready, priority or active change " +
+	"is recorded again, to the same effect.\n\n" +
+	"Over NATS request/reply the answer's `Status` header carries the status and `Retry-After` the wait."

@@ -97,6 +97,10 @@ func (s *Server) serveNATS(nc *nats.Conn, h http.Handler) ([]*nats.Subscription,
 			}
 			reply := nats.NewMsg(m.Reply)
 			reply.Header.Set("Status", strconv.Itoa(rec.Code))
+			if ra := rec.Header().Get("Retry-After"); ra != "" {
+				// A 503 or 429 says when to ask again, as over HTTP.
+				reply.Header.Set("Retry-After", ra)
+			}
 			reply.Data = rec.Body.Bytes()
 			_ = m.RespondMsg(reply)
 		})

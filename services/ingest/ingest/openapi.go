@@ -220,7 +220,7 @@ var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 // OpenAPI is the HTTP API as an OpenAPI 3.0 document.
 func OpenAPI() *spec3.OpenAPI {
 	doc := &spec3.OpenAPI{Version: "3.0.0", Info: &spec.Info{InfoProps: spec.InfoProps{Title: "jetqueue", Version: "v1",
-		Description: "jetqueue's HTTP API, served by ingest. Errors are {\"errors\":[{\"object\",\"field\",\"message\"}]}, except under /apis/, where they are a metav1.Status (any other path or method there is a 404 or 405 Status)."}},
+		Description: "jetqueue's HTTP API, served by ingest. Errors are {\"errors\":[{\"object\",\"field\",\"message\"}]}, except under /apis/, where they are a metav1.Status (any other path or method there is a 404 or 405 Status).\n\n" + retriesDoc}},
 		Paths: &spec3.Paths{Paths: map[string]*spec3.Path{}}}
 	for pattern, d := range documentedRoutes() {
 		method, path, _ := strings.Cut(pattern, " ")
