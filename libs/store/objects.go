@@ -154,15 +154,20 @@ func (s *Store) WorkloadObjects(ctx context.Context, f Filter) ([]WorkloadObject
 		}
 		afterNS, afterName = ns, name
 	}
+	match, matchArgs, err := matchSQL(f.Match, 10)
+	if err != nil {
+		return nil, "", err
+	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT namespace, name, uid, local_queue, cluster_queue, priority, status, admission, reason, message,
 		       created_at, admitted_at, evictions, object, kueue_status, last_seq
 		FROM workloads
 		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR local_queue = $2) AND ($3 = '' OR cluster_queue = $3)
 		  AND ($4 = '' OR status = $4) AND (namespace, name) > ($5, $6)
-		  AND ($8::text[] IS NULL OR namespace = ANY($8)) AND ($9 = '' OR name = $9)
+		  AND ($8::text[] IS NULL OR namespace = ANY($8)) AND ($9 = '' OR name = $9)`+match+`
 		ORDER BY namespace, name
-		LIMIT $7`, f.Namespace, f.LocalQueue, f.ClusterQueue, f.Status, afterNS, afterName, limit+1, namespaces(f.Namespaces), f.Name)
+		LIMIT $7`, append([]any{f.Namespace, f.LocalQueue, f.ClusterQueue, f.Status, afterNS, afterName, limit + 1, namespaces(f.Namespaces), f.Name},
+		matchArgs...)...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -196,7 +201,7 @@ func (s *Store) WorkloadObjects(ctx context.Context, f Filter) ([]WorkloadObject
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		next = base64.RawURLEncoding.EncodeToString([]byte(last.Namespace + "\x00" + last.Name))
+		next = Cursor(last.Namespace, last.Name)
 	}
 	return out, next, nil
 }

@@ -43,6 +43,9 @@ type Filter struct {
 	Namespaces []string
 	// Name, when set, is the one name to list (WorkloadObjects only).
 	Name string
+	// Match is a label and field selector's requirements, evaluated in
+	// the query (WorkloadObjects only; selector.go).
+	Match []Requirement
 }
 
 // ErrBadCursor is returned for a cursor this store did not issue.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/jetqueue/jetqueue/libs/api"
@@ -322,19 +323,18 @@ func (s *Server) clusterQueueFacts(ctx context.Context, facts store.QueueFacts) 
 }
 
 // workloadObjects reads one page of workloads as Kueue Workloads. The
-// field selector's exact matches go into the query; labels and the rest
-// are matched here, reading on until the page is full.
+// selectors are evaluated in the query (store.Requirement), so a page is
+// one query however few rows match; matches checks each row again, and
+// in the rare case it drops one the query kept (a label value Gt or Lt
+// compares beyond int64) the next query reads a page as large again.
 func (s *Server) workloadObjects(ctx context.Context, q objectQuery) ([]*unstructured.Unstructured, string, error) {
-	f := store.Filter{Namespace: q.namespace, Name: q.name, Namespaces: q.namespaces, After: q.continue_}
-	for label, p := range map[string]*string{"status": &f.Status, "spec.queueName": &f.LocalQueue, "clusterQueue": &f.ClusterQueue,
-		"metadata.name": &f.Name, "metadata.namespace": &f.Namespace} {
-		if v, ok := q.fields.RequiresExactMatch(label); ok && *p == "" {
-			*p = v
-		}
+	match, ok := selectorRequirements(q)
+	if !ok {
+		return nil, "", nil // a selector nothing meets
 	}
+	f := store.Filter{Namespace: q.namespace, Name: q.name, Namespaces: q.namespaces, After: q.continue_, Limit: q.limit, Match: match}
 	var out []*unstructured.Unstructured
 	for {
-		f.Limit = q.limit - len(out)
 		rows, next, err := s.store.WorkloadObjects(ctx, f)
 		if errors.Is(err, store.ErrBadCursor) {
 			return nil, "", fail(http.StatusBadRequest, "", "continue", "invalid continue token")
@@ -342,20 +342,75 @@ func (s *Server) workloadObjects(ctx context.Context, q objectQuery) ([]*unstruc
 		if err != nil {
 			return nil, "", err
 		}
-		for _, row := range rows {
+		for i, row := range rows {
 			u, err := workloadObject(row)
 			if err != nil {
 				return nil, "", err
 			}
-			if s.matches(q, u, fields.Set{"status": row.Status, "clusterQueue": row.ClusterQueue}) {
-				out = append(out, u)
+			if !s.matches(q, u, fields.Set{"status": row.Status, "clusterQueue": row.ClusterQueue}) {
+				continue
+			}
+			out = append(out, u)
+			if len(out) == q.limit {
+				if i < len(rows)-1 {
+					// The page is full within the rows read: the
+					// next one starts after this row.
+					next = store.Cursor(row.Namespace, row.Name)
+				}
+				return out, next, nil
 			}
 		}
-		if next == "" || len(out) >= q.limit {
-			return out, next, nil
+		if next == "" {
+			return out, "", nil
 		}
 		f.After = next
 	}
+}
+
+// selectorRequirements turns q's label and field selectors into the
+// store's requirements; false when no object can meet them.
+func selectorRequirements(q objectQuery) ([]store.Requirement, bool) {
+	var out []store.Requirement
+	reqs, selectable := q.labels.Requirements()
+	if !selectable {
+		return nil, false
+	}
+	for _, r := range reqs {
+		req := store.Requirement{Label: r.Key(), Values: r.ValuesUnsorted()}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			req.Op = store.OpIn
+		case selection.NotEquals, selection.NotIn:
+			req.Op = store.OpNotIn
+		case selection.Exists:
+			req.Op = store.OpExists
+		case selection.DoesNotExist:
+			req.Op = store.OpDoesNotExist
+		case selection.GreaterThan:
+			req.Op = store.OpGreaterThan
+		case selection.LessThan:
+			req.Op = store.OpLessThan
+		default:
+			continue // left to matches
+		}
+		out = append(out, req)
+	}
+	for _, r := range q.fields.Requirements() {
+		if _, ok := store.WorkloadFields[r.Field]; !ok {
+			continue // left to matches
+		}
+		req := store.Requirement{Field: r.Field, Values: []string{r.Value}}
+		switch r.Operator {
+		case selection.Equals, selection.DoubleEquals:
+			req.Op = store.OpIn
+		case selection.NotEquals:
+			req.Op = store.OpNotIn
+		default:
+			continue
+		}
+		out = append(out, req)
+	}
+	return out, true
 }
 
 // workloadObject renders a projected workload as Kueue's Workload.
