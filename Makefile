@@ -13,7 +13,7 @@ FUZZHANDLERS ?= 40x
 fuzztime = $(or $(FUZZTIME),$(1))
 BIN := bin
 
-.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-console bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos services-vs-simulator
+.PHONY: build run test unit e2e conformance fuzz bench bench-decode bench-latency bench-e2e bench-console bench-eta bench-memory bench-restart bench-vs-kueue bench-shards console-screenshot lint fmt vet chaos chaos-cluster services-vs-simulator
 
 build:
 	@mkdir -p $(BIN)
@@ -60,6 +60,15 @@ services-vs-simulator:
 ## longer: CHAOS_DURATION of load (default 10m); CHAOS_SEED replays a run.
 chaos:
 	cd e2e && CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -run 'TestChaos$$' -timeout 60m ./chaos
+
+## chaos-cluster: the suite on a three-server JetStream cluster, every
+## stream and bucket at R3 (e2e/chaos TestChaosCluster, also part of e2e
+## with two faults): every NATS fault (stream leader and follower killed,
+## a server stopped 30s, a stepdown, quorum lost 20s, all restarted) and
+## the process faults, asserting recovery within 10s of each.
+## CHAOS_DURATION of load (default 5m); CHAOS_SEED replays a run.
+chaos-cluster:
+	cd e2e && CHAOS_CLUSTER=long CHAOS_DURATION=$${CHAOS_DURATION:-5m} $(GO) test -count=1 -v -run 'TestChaosCluster$$' -timeout 60m ./chaos
 
 ## fuzz: each fuzz target briefly (go test -fuzz takes one target per
 ## package per run): decoding, the one-pass YAML reader against

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +19,9 @@ import (
 type Record struct {
 	Seq   uint64
 	Event events.Event
+	// Stored is when JetStream stored it (zero in tests that build a
+	// log by hand): recovery times are read from it.
+	Stored time.Time
 }
 
 // Key names a workload.

@@ -63,6 +63,12 @@ type cluster struct {
 	// profilers are the services' profiler addresses, by process name,
 	// when startClusterOf was asked for them.
 	profilers map[string]string
+	// natsURLs, when set, is how services reach a NATS cluster instead of
+	// nats (comma-separated URLs), natsEnv their credentials, and
+	// replicas their --stream-replicas.
+	natsURLs string
+	natsEnv  func(svc string) []string
+	replicas int
 }
 
 func startCluster(bin, logDir, natsStore string) (*cluster, error) {
@@ -84,11 +90,16 @@ func startClusterOf(bin, logDir, natsStore string, instances map[string]int, pro
 	if c.pg, err = startPostgres(logDir); err != nil {
 		return c, err
 	}
+	return c, c.startServices(instances)
+}
+
+// startServices starts instances[svc] instances of each service.
+func (c *cluster) startServices(instances map[string]int) error {
 	for _, svc := range Services {
 		for i := range instances[svc] {
 			p, err := c.service(svc, string(rune('a'+i)))
 			if err != nil {
-				return c, err
+				return err
 			}
 			c.services[svc] = append(c.services[svc], p)
 		}
@@ -96,11 +107,11 @@ func startClusterOf(bin, logDir, natsStore string, instances map[string]int, pro
 	for _, ps := range c.services {
 		for _, p := range ps {
 			if err := p.start(); err != nil {
-				return c, err
+				return err
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // service prepares one instance of a service; instance names change with
@@ -112,7 +123,18 @@ func (c *cluster) service(svc, instance string) (*proc, error) {
 		return nil, err
 	}
 	name := svc + "-" + instance
-	common := []string{"--nats-url", c.nats.URL(), "--admin-addr", "127.0.0.1:" + strconv.Itoa(admin), "--log-json=false"}
+	natsURL := c.natsURLs
+	if natsURL == "" {
+		natsURL = c.nats.URL()
+	}
+	common := []string{"--nats-url", natsURL, "--admin-addr", "127.0.0.1:" + strconv.Itoa(admin), "--log-json=false"}
+	if c.replicas > 1 {
+		common = append(common, "--stream-replicas", strconv.Itoa(c.replicas))
+	}
+	var env []string
+	if c.natsEnv != nil {
+		env = c.natsEnv(svc)
+	}
 	if c.profilers != nil {
 		port, err := freePort()
 		if err != nil {
@@ -135,7 +157,7 @@ func (c *cluster) service(svc, instance string) (*proc, error) {
 	case "admission", "preemptor", "podsready":
 		extra = []string{"--lease-ttl", leaseTTL.String()}
 	}
-	return &proc{name: name, path: filepath.Join(c.bin, svc), logPath: filepath.Join(c.logDir, name+".log"), restartOnExit: true,
+	return &proc{name: name, path: filepath.Join(c.bin, svc), logPath: filepath.Join(c.logDir, name+".log"), restartOnExit: true, env: env,
 		args: func(inc int) []string {
 			args := append(slices.Clone(common), extra...)
 			if svc != "ingest" {

@@ -114,6 +114,9 @@ type load struct {
 	seed   uint64
 	cqs    []string
 	rate   float64
+	// onAnswer, when set, hears every answer retry gets (status 0: none),
+	// so that a suite can account for each one the client saw.
+	onAnswer func(method, path string, header map[string]string, status int, body []byte)
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -167,6 +170,9 @@ func (l *load) retry(ctx context.Context, method, path string, body []byte, head
 	wait := 50 * time.Millisecond
 	for i := l.intN(len(l.bases)); ; i++ {
 		status, data := l.do(ctx, i, method, path, body, header)
+		if l.onAnswer != nil && ctx.Err() == nil {
+			l.onAnswer(method, path, header, status, data)
+		}
 		if status != 0 && status < 500 {
 			return status, data
 		}

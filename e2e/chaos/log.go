@@ -73,5 +73,5 @@ func appendRecord(log []Record, msg jetstream.Msg) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seq %d: %w", seq, err)
 	}
-	return append(log, Record{Seq: seq, Event: ev}), nil
+	return append(log, Record{Seq: seq, Event: ev, Stored: meta.Timestamp}), nil
 }

@@ -30,6 +30,9 @@ type proc struct {
 	cred *syscall.Credential
 	// restartOnExit restarts a process that exited by itself.
 	restartOnExit bool
+	// env, when set, is added to the suite's environment (credentials,
+	// kept off the process list).
+	env []string
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd
@@ -68,6 +71,9 @@ func (p *proc) startLocked() error {
 	p.incarnation++
 	cmd := exec.Command(p.path, p.args(p.incarnation)...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	// Its own process group, so that a terminal's ^C reaches the test
 	// alone and the test decides what dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.cred}
