@@ -61,7 +61,8 @@ metadata: {name: lq, namespace: team-b}
 spec: {clusterQueue: cq}
 `
 
-// securedPolicy: each team's NATS user may use its own namespace; an
+// securedPolicy: each team's NATS user (nats:<account>:<user>) may use
+// its own namespace, and its durable submitter create workloads there; an
 // unauthenticated HTTP caller (the test itself, under --anonymous) is the
 // administrator, so that the NATS identity is the one thing a request
 // from a team's connection could be told apart by.
@@ -70,13 +71,25 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: team-a, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: batch-user}
-subjects: [{kind: User, name: team-a}]
+subjects: [{kind: User, name: "nats:NS_TEAM_A:team-a"}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: team-b, namespace: team-b}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: batch-user}
-subjects: [{kind: User, name: team-b}]
+subjects: [{kind: User, name: "nats:NS_TEAM_B:team-b"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-a-submitter, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: jetqueue-submitter}
+subjects: [{kind: User, name: "system:jetqueue:submit:team-a"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-b-submitter, namespace: team-b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: jetqueue-submitter}
+subjects: [{kind: User, name: "system:jetqueue:submit:team-b"}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -410,7 +423,7 @@ func TestNATSRequestsActAsTheirSender(t *testing.T) {
 		{ingest.SubjectPriority, `{"namespace":"team-b","name":"theirs","priority":1000}`},
 		{ingest.SubjectPodsReady, `{"namespace":"team-b","name":"theirs"}`},
 	} {
-		if code, body := s.ask(t, nc, tc.subject, tc.body, false); code != http.StatusForbidden || !strings.Contains(body, `user \"team-a\"`) {
+		if code, body := s.ask(t, nc, tc.subject, tc.body, false); code != http.StatusForbidden || !strings.Contains(body, `user \"nats:NS_TEAM_A:team-a\"`) {
 			t.Errorf("team-a on %s: %d %s, want 403 naming team-a", tc.subject, code, body)
 		}
 	}

@@ -7,19 +7,23 @@
 //	account JETQUEUE (JetStream)                account of a namespace (NS_TEAM_A …)
 //	  ingest, admission, preemptor,               submitters of that namespace
 //	  podsready, scorer: the services               publish jq.submit.<ns>.>   ──service import──▶ JQ_SUBMIT
-//	  nodes: `jqctl nodes put` (JQ_NODES only)      request jq.api.v1.>        ──service import, share──▶ ingest
-//	  exports jq.submit.>, jq.api.v1.>,             read jq.rejected.<ns>.>    ◀──stream import── ingest
+//	  nodes: `jqctl nodes put` (JQ_NODES only)      request ingest's API       ──service import, share──▶ ingest
+//	  exports jq.submit.>, ingest's API             read jq.rejected.<ns>.>    ◀──stream import── ingest
+//	  (jq.api.v1.apply, jq.api.v1.workloads.>),
 //	  jq.rejected.>
 //
 // The accounts are the boundary: JQ_EVENTS, the KV buckets (leases,
 // progress, clock, nodes) and the JetStream API live in JETQUEUE, which
-// exports only the three front-door subjects, so no user of another
-// account can publish an event, write a bucket or touch a stream. Inside
-// JETQUEUE, only ingest may read JQ_SUBMIT, and nobody may send API
-// requests: a request to jq.api.v1.> reaches ingest only through a
-// service import, which makes the server stamp Nats-Request-Info with the
-// requester's account and user (replacing whatever the client put there),
-// so ingest knows who asks.
+// exports only the front doors, so no user of another account can
+// publish an event, write a bucket or touch a stream. Inside JETQUEUE,
+// only ingest may read JQ_SUBMIT, and nobody may send API requests: a
+// request to ingest's API reaches it only through a service import, which
+// makes the server stamp Nats-Request-Info with the requester's account
+// and user (replacing whatever the client put there), so ingest knows who
+// asks. The scorer's jq.api.v1.score is not exported: it answers anyone
+// who reaches it with the node inventory, and has no RBAC of its own, so
+// it stays inside JETQUEUE (and refuses a request from another account
+// should a hand-written configuration export it).
 package natsconf
 
 import (
@@ -101,12 +105,16 @@ func Render(c Config) (string, error) {
 		b.WriteString("      " + u + "\n")
 	}
 	b.WriteString("    ]\n")
-	b.WriteString(`    # The front doors, and nothing else: the event log, the buckets and the
-    # JetStream API stay inside this account.
+	b.WriteString(`    # The front doors, and nothing else: the event log, the buckets, the
+    # JetStream API and the scorer's jq.api.v1.score (the node inventory,
+    # which no RBAC guards) stay inside this account.
     exports: [
       {service: "jq.submit.>"}
-      {service: "jq.api.v1.>"}
-      {stream: "jq.rejected.>"}
+`)
+	for _, subject := range IngestAPI {
+		fmt.Fprintf(&b, "      {service: %q}\n", subject)
+	}
+	b.WriteString(`      {stream: "jq.rejected.>"}
     ]
   }
 `)
@@ -129,8 +137,11 @@ func Render(c Config) (string, error) {
       {service: {account: %[1]s, subject: "jq.submit.%[2]s.>"}}
       # share: the server stamps each request with Nats-Request-Info
       # (account and user), which is how ingest knows who asks.
-      {service: {account: %[1]s, subject: "jq.api.v1.>"}, share: true}
-      {stream: {account: %[1]s, subject: "jq.rejected.%[2]s.>"}}
+`, Account, ns.Name)
+		for _, subject := range IngestAPI {
+			fmt.Fprintf(&b, "      {service: {account: %s, subject: %q}, share: true}\n", Account, subject)
+		}
+		fmt.Fprintf(&b, `      {stream: {account: %s, subject: "jq.rejected.%s.>"}}
     ]
   }
 `, Account, ns.Name)
@@ -192,11 +203,16 @@ func permissionsOf(name string) string {
 	return perms(nil, pubDeny, nil, subDeny)
 }
 
-// submitterPermissions: submit to its own namespace, call the API (which
-// authorizes by identity), read its own namespace's rejections and the
-// replies to its requests.
+// IngestAPI are the request subjects of ingest's NATS API, the ones a
+// namespace's account imports. Not jq.api.v1.> as a whole: the scorer's
+// jq.api.v1.score is there too, and it authorizes nobody.
+var IngestAPI = []string{"jq.api.v1.apply", "jq.api.v1.workloads.>"}
+
+// submitterPermissions: submit to its own namespace, call ingest's API
+// (which authorizes by identity), read its own namespace's rejections and
+// the replies to its requests.
 func submitterPermissions(ns string) string {
-	return perms([]string{"jq.submit." + ns + ".>", "jq.api.v1.>"}, nil,
+	return perms(append([]string{"jq.submit." + ns + ".>"}, IngestAPI...), nil,
 		[]string{"_INBOX.>", "jq.rejected." + ns + ".>"}, nil)
 }
 

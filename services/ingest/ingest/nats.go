@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -129,18 +130,28 @@ func (s *Server) asSender(req *http.Request, m *nats.Msg) *http.Request {
 	return req.WithContext(auth.WithUser(req.Context(), natsUser(r)))
 }
 
-// natsUser is the identity of a NATS requester: the user's name (a JWT
-// user's name, else its user name or nkey), in group nats:<account>, so
-// that a policy can bind one user or a whole account (for example a
-// namespace's account, NS_TEAM_A).
+// natsUser is the identity of a NATS requester: nats:<account>:<user>
+// (the user a JWT user's name, else its user name or nkey), in group
+// nats:<account>, so that a policy can bind one user or a whole account
+// (for example a namespace's account, NS_TEAM_A). The prefix keeps NATS
+// users apart from HTTP users: NATS user names are chosen by whoever
+// writes the NATS configuration, and a NATS user "alice" must not get the
+// bindings of the HTTP user alice, nor a NATS user named
+// "system:jetqueue:submit:team-a" those of a durable submitter.
 func natsUser(r natsconf.Requester) auth.User {
 	name := r.User
 	if r.Name != "" {
 		name = r.Name
 	}
-	return auth.User{Name: name, UID: "nats:" + r.Account + ":" + r.User,
-		Groups: []string{"nats:" + r.Account, auth.GroupAuthenticated}}
+	return auth.User{Name: NATSUserName(r.Account, name), UID: "nats:" + r.Account + ":" + r.User,
+		Groups: []string{NATSGroup(r.Account), auth.GroupAuthenticated}}
 }
+
+// NATSUserName is the RBAC user name of NATS user name of account.
+func NATSUserName(account, name string) string { return "nats:" + account + ":" + name }
+
+// NATSGroup is the RBAC group of every NATS user of account.
+func NATSGroup(account string) string { return "nats:" + account }
 
 func newRequest(method, path string, body []byte, m *nats.Msg) (*http.Request, error) {
 	req, err := http.NewRequest(method, path, bytes.NewReader(body))
@@ -181,14 +192,36 @@ func workloadRequest(method, verb string) func(*nats.Msg) (*http.Request, error)
 	}
 }
 
-// SubmitLimits bound the submissions waiting in JQ_SUBMIT.
+// SubmitLimits bound the submissions waiting in JQ_SUBMIT, in all and
+// per namespace.
 type SubmitLimits struct {
 	MaxMsgs, MaxBytes int64
+	// MaxMsgsPerNamespace bounds one namespace's waiting submissions; 0
+	// means DefaultSubmitLimits'. It is what keeps one namespace from
+	// filling the stream that every namespace shares (ensureSubmissions).
+	MaxMsgsPerNamespace int64
+	// MaxMsgSize is the largest submission, headers included; 0 means
+	// DefaultSubmitLimits'. A durable submission is one Workload or Job.
+	MaxMsgSize int64
 }
 
 // DefaultSubmitLimits are the flags' defaults: a million submissions or
-// 1 GiB, whichever comes first.
-var DefaultSubmitLimits = SubmitLimits{MaxMsgs: 1_000_000, MaxBytes: 1 << 30}
+// 1 GiB in all, whichever comes first; 1,000 submissions of at most
+// 256 KiB per namespace. One namespace thus holds at most 250 MiB, a
+// quarter of the stream: it takes four namespaces flooding with the
+// largest submissions to fill it (TestDefaultSubmitLimitsShareTheStream).
+var DefaultSubmitLimits = SubmitLimits{MaxMsgs: 1_000_000, MaxBytes: 1 << 30, MaxMsgsPerNamespace: 1000, MaxMsgSize: 256 << 10}
+
+// withDefaults fills the per-namespace bounds a struct literal left zero.
+func (l SubmitLimits) withDefaults() SubmitLimits {
+	if l.MaxMsgsPerNamespace == 0 {
+		l.MaxMsgsPerNamespace = DefaultSubmitLimits.MaxMsgsPerNamespace
+	}
+	if l.MaxMsgSize == 0 {
+		l.MaxMsgSize = DefaultSubmitLimits.MaxMsgSize
+	}
+	return l
+}
 
 // Validate refuses a limit that is not positive, naming its flag.
 func (l SubmitLimits) Validate() error {
@@ -198,7 +231,77 @@ func (l SubmitLimits) Validate() error {
 	if l.MaxBytes <= 0 {
 		return fmt.Errorf("--submit-max-bytes %d: must be positive", l.MaxBytes)
 	}
+	if l.MaxMsgsPerNamespace < 0 {
+		return fmt.Errorf("--submit-max-msgs-per-namespace %d: must be positive (0: the default)", l.MaxMsgsPerNamespace)
+	}
+	if l.MaxMsgSize < 0 || l.MaxMsgSize > math.MaxInt32 {
+		return fmt.Errorf("--submit-max-msg-size %d: must be positive (0: the default) and at most %d", l.MaxMsgSize, math.MaxInt32)
+	}
 	return nil
+}
+
+// submitSubjects are what JQ_SUBMIT takes: jq.submit.<namespace> and
+// jq.submit.<namespace>.<token>. submitTransform stores the second as the
+// first, so that every submission of a namespace is stored on one
+// subject, jq.submit.<namespace>, whatever token its publisher chose.
+// That is what makes JetStream's per-subject limit a per-namespace limit:
+// MaxMsgsPerSubject counts per exact subject, and on the subjects as
+// published (jq.submit.<namespace>.<any token>) a namespace could spread
+// over as many subjects as it likes. A deeper subject
+// (jq.submit.a.b.c) matches no stream: its JetStream publish is answered
+// "no responders", never stored past the limit. A transform cannot drop
+// a trailing ">" (the server requires one on both sides), hence the two
+// fixed-depth subjects.
+var (
+	submitSubjects  = []string{"jq.submit.*", "jq.submit.*.*"}
+	submitTransform = &jetstream.SubjectTransformConfig{Source: "jq.submit.*.*", Destination: "jq.submit.{{wildcard(1)}}"}
+)
+
+// submitStreamConfig is JQ_SUBMIT's configuration under lim.
+//
+// Why these limits, and not others: JQ_SUBMIT lives in jetqueue's account,
+// and a namespace's submitters publish into it through a service import
+// (libs/natsconf), so the NATS account limits of a namespace's account
+// (its jetstream { max_file ... }) bound nothing here: that account has
+// no JetStream, and the bytes are jetqueue's. A stream per namespace
+// would need ingest to know every namespace before its first submission.
+// So the one stream bounds each namespace itself:
+//   - MaxMsgSize refuses an oversized submission at the door, before it
+//     is written (a flood of 1 MB bodies was the issue's);
+//   - MaxMsgsPerSubject over the transformed subject bounds each
+//     namespace's waiting submissions, and with MaxMsgSize its bytes;
+//   - DiscardNew and DiscardNewPerSubject refuse the publish that would
+//     pass a limit, never drop one JetStream acknowledged.
+//
+// Each refusal is the publisher's JetStream error (10077 "maximum
+// messages per subject exceeded", 10054 "message size exceeds maximum
+// allowed"): NATS' 503, to retry once ingest has drained the stream. It
+// reaches only the namespace that is over its limit.
+func submitStreamConfig(lim SubmitLimits, replicas int) jetstream.StreamConfig {
+	lim = lim.withDefaults()
+	return jetstream.StreamConfig{Name: SubmitStream, Subjects: submitSubjects, SubjectTransform: submitTransform,
+		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
+		MaxMsgs: lim.MaxMsgs, MaxBytes: lim.MaxBytes, MaxMsgSize: int32(lim.MaxMsgSize),
+		MaxMsgsPerSubject: lim.MaxMsgsPerNamespace, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		Replicas: replicas}
+}
+
+// The JetStream errors a durable submitter's publish may get from
+// JQ_SUBMIT's limits (submitStreamConfig).
+const (
+	// CodeSubmitFull: the stream, or the namespace's share of it, is
+	// full. Retry later, as after an HTTP 503.
+	CodeSubmitFull jetstream.ErrorCode = 10077
+	// CodeSubmitTooLarge: the submission is larger than
+	// --submit-max-msg-size. Retrying it will not help.
+	CodeSubmitTooLarge jetstream.ErrorCode = 10054
+)
+
+// SubmitRefusedRetryable tells whether err is JQ_SUBMIT refusing a
+// publish because it (or the publisher's namespace's share) is full.
+func SubmitRefusedRetryable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == CodeSubmitFull
 }
 
 // ensureSubmissions declares JQ_SUBMIT and ingest's consumer on it. Ingest
@@ -207,15 +310,13 @@ func (l SubmitLimits) Validate() error {
 //
 // JQ_SUBMIT is a work queue: a submission leaves it once ingest has
 // handled it (accepted into JQ_EVENTS, or rejected). What waits is
-// bounded by lim; a full stream refuses new publishes (DiscardNew), so the
-// publisher is told its submission was not taken, and nothing JetStream
-// acknowledged is ever dropped to make room.
+// bounded by lim, in all and per namespace (submitStreamConfig); a full
+// stream refuses new publishes (DiscardNew), so the publisher is told its
+// submission was not taken, and nothing JetStream acknowledged is ever
+// dropped to make room.
 func ensureSubmissions(ctx context.Context, js jetstream.JetStream, lim SubmitLimits) (jetstream.Consumer, error) {
 	st, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: SubmitStream, Subjects: []string{SubmitSubject},
-			Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute,
-			MaxMsgs: lim.MaxMsgs, MaxBytes: lim.MaxBytes, Discard: jetstream.DiscardNew,
-			Replicas: bus.Replicas(ctx, js)})
+		return js.CreateOrUpdateStream(ctx, submitStreamConfig(lim, bus.Replicas(ctx, js)))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", SubmitStream, err)
@@ -334,11 +435,23 @@ func sameNamespace(subject, ns string, objs []api.Object) error {
 	return nil
 }
 
-// submitterOf is who a durable submission acts as. Its authority is the
-// NATS server's: the sender could publish on its namespace's subject, and
-// sameNamespace keeps every document there, on the one route it takes
-// (POST /v1/workloads). So it acts as jetqueue's own in-process callers
-// do, in system:masters, under a name that says where it came from.
+// GroupSubmitters holds every namespace's durable submitter
+// (submitterOf), as Kubernetes' system:serviceaccounts holds every
+// service account: a policy may bind them all at once.
+const GroupSubmitters = "system:jetqueue:submitters"
+
+// SubmitterName is the user a durable submission to namespace acts as.
+func SubmitterName(namespace string) string { return "system:jetqueue:submit:" + namespace }
+
+// submitterOf is who a durable submission acts as: the namespace's
+// submitter, an identity of its own that the RBAC policy grants or not,
+// as it grants any user. Its authority to speak for the namespace is the
+// NATS server's (the sender could publish on the namespace's subject),
+// and sameNamespace keeps every document there; what it may do there is
+// the policy's, so tightening a namespace's bindings closes its durable
+// door too, and a durable submitter gets no privilege (spec.priority, say)
+// that the policy does not give it. The shipped policies bind it to
+// jetqueue-submitter in its namespace (deploy/auth).
 func submitterOf(ns string) auth.User {
-	return auth.User{Name: "system:jetqueue:submit:" + ns, Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
+	return auth.User{Name: SubmitterName(ns), Groups: []string{GroupSubmitters, auth.GroupAuthenticated}}
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetqueue/jetqueue/libs/events"
+	"github.com/jetqueue/jetqueue/libs/natsconf"
 	"github.com/jetqueue/jetqueue/libs/scoring"
 )
 
@@ -23,7 +24,8 @@ import (
 // without nodes its inventory. The answer is SCORER.md's output line,
 // {"ranking":[...]} with every node scored (feasible or not), best first,
 // and a Status header of 200; or API.md's error body with 400 (invalid
-// query) or 503 (no inventory yet).
+// query), 403 (a request from another NATS account: fromAnotherAccount)
+// or 503 (no inventory yet).
 const SubjectScore = events.SubjectScore
 
 // queryKeys are the keys a vector file may hold.
@@ -120,10 +122,37 @@ func (q *Querier) answer(body []byte) (int, any) {
 	}{sc.Rank(&pod, nodes)}
 }
 
+// fromAnotherAccount tells whether a request crossed a service import:
+// the NATS server stamps Nats-Request-Info on such a request, and on no
+// other (a client's own value is replaced when it crosses one).
+//
+// The scorer answers with the whole node inventory and has no RBAC policy
+// of its own, and there is no HTTP twin whose authorization it could
+// share. So it answers jetqueue's own account only: libs/natsconf exports
+// ingest's API to the namespaces' accounts, not jq.api.v1.score, and a
+// configuration written by hand that exports it still gets a refusal
+// here rather than the inventory. Inside jetqueue's account no service
+// user may publish on jq.api.v1.> (natsconf), so a header is never the
+// word of a client there either.
+func fromAnotherAccount(m *nats.Msg) bool {
+	return m.Header.Get(natsconf.RequestInfoHeader) != ""
+}
+
+// refused is the answer to a request from another account.
+func refused() (int, []byte) {
+	body, _ := json.Marshal(struct {
+		Errors []fieldError `json:"errors"`
+	}{[]fieldError{{Message: SubjectScore + " answers jetqueue's own services only, not another NATS account"}}})
+	return http.StatusForbidden, body
+}
+
 // serve answers SubjectScore in the "scorer" queue group.
 func (q *Querier) serve(nc *nats.Conn) (*nats.Subscription, error) {
 	return nc.QueueSubscribe(SubjectScore, "scorer", func(m *nats.Msg) {
-		status, body := q.Answer(m.Data)
+		status, body := refused()
+		if !fromAnotherAccount(m) {
+			status, body = q.Answer(m.Data)
+		}
 		if q.observe != nil {
 			q.observe(status)
 		}
