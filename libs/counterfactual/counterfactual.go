@@ -129,10 +129,18 @@ type Change struct {
 	// Flavor and Taints: the flavor whose taints it would tolerate.
 	Flavor string         `json:"flavor,omitempty"`
 	Taints []corev1.Taint `json:"taints,omitempty"`
+	// ClusterQueueHidden is set when ClusterQueue (another member of the
+	// cohort, LendingLimit) is one the caller may not read: its name and
+	// its limits (Amounts' From and To) are left out.
+	ClusterQueueHidden bool `json:"clusterQueueHidden,omitempty"`
 	// Above is the priority it would have to exceed; Priority the value
-	// tried (Above+1).
+	// tried (Above+1). Both are left out when only workloads the caller
+	// may not read hold that priority: it is theirs.
 	Above    *int32 `json:"above,omitempty"`
 	Priority *int32 `json:"priority,omitempty"`
+	// AboveHeldBy are the workloads whose priority is Above, so that
+	// Redact can tell whose priority the threshold reveals; never sent.
+	AboveHeldBy []Ref `json:"-"`
 	// Displaces are the workloads that hold quota now and would not after
 	// the change (preempted, or outrun); AlsoAdmitted those pending now
 	// that the change admits too.
@@ -878,7 +886,7 @@ func (s *search) priority() []Change {
 		return nil
 	}
 	mine := s.wl.Info.Priority
-	levels := map[int32]bool{}
+	levels := map[int32][]Ref{}
 	for _, w := range s.base.Engine.Workloads() {
 		if w.Status != engine.Admitted && w.Status != engine.Pending {
 			continue
@@ -892,7 +900,7 @@ func (s *search) priority() []Change {
 			continue
 		}
 		if p := w.Info.Priority; p >= mine && p < math.MaxInt32 {
-			levels[p] = true
+			levels[p] = append(levels[p], Ref{Namespace: w.Object.Namespace, Name: w.Object.Name})
 		}
 	}
 	thresholds := sortedKeys(levels)
@@ -909,19 +917,31 @@ func (s *search) priority() []Change {
 			continue
 		}
 		a := above
-		ch := Change{Kind: KindPriority, ClusterQueue: s.cq, Cohort: cohortName(me), Above: &a, Priority: &v}
+		// Sorted: the workloads come from a map.
+		slices.SortFunc(levels[above], func(x, y Ref) int { return strings.Compare(x.String(), y.String()) })
+		ch := Change{Kind: KindPriority, ClusterQueue: s.cq, Cohort: cohortName(me), Above: &a, Priority: &v, AboveHeldBy: levels[above]}
 		s.effects(&ch, p, nil)
 		return []Change{ch}
 	}
 	return nil
 }
 
-// Redact hides every workload the caller may not read: visible says
-// whether a namespace's workloads may be read. Messages are rewritten.
-func (r *Result) Redact(key string, visible func(namespace string) bool) {
+// Visibility is what a caller may read: the workloads of a namespace,
+// and a ClusterQueue by name.
+type Visibility struct {
+	Namespace    func(namespace string) bool
+	ClusterQueue func(name string) bool
+}
+
+// Redact leaves in r only what the caller may read: a workload of a
+// namespace it may not read becomes a hidden Ref (counted, not named);
+// a ClusterQueue it may not read loses its name and limits; a priority
+// threshold held only by workloads it may not read is left out, as it is
+// their priority. Messages are rewritten.
+func (r *Result) Redact(key string, v Visibility) {
 	hide := func(refs []Ref) {
 		for i := range refs {
-			if !refs[i].Hidden && !visible(refs[i].Namespace) {
+			if !refs[i].Hidden && !v.Namespace(refs[i].Namespace) {
 				refs[i] = Ref{Hidden: true}
 			}
 		}
@@ -931,6 +951,16 @@ func (r *Result) Redact(key string, visible func(namespace string) bool) {
 		hide(c.Workloads)
 		hide(c.Displaces)
 		hide(c.AlsoAdmitted)
+		if c.ClusterQueue != "" && !v.ClusterQueue(c.ClusterQueue) {
+			c.ClusterQueue, c.ClusterQueueHidden = "", true
+			for j := range c.Amounts {
+				c.Amounts[j].From, c.Amounts[j].To = "", ""
+			}
+		}
+		if c.Above != nil && !slices.ContainsFunc(c.AboveHeldBy, func(h Ref) bool { return !h.Hidden && v.Namespace(h.Namespace) }) {
+			c.Above, c.Priority = nil, nil
+		}
+		c.AboveHeldBy = nil
 		c.Message = Describe(*c, key)
 	}
 }
@@ -954,14 +984,14 @@ func Describe(c Change, key string) string {
 			if i > 0 {
 				b.WriteString(" and ")
 			}
+			if c.ClusterQueueHidden {
+				fmt.Fprintf(&b, "another ClusterQueue's %s for %s on %s were %s higher", field, a.Resource, a.Flavor, a.Quantity)
+				continue
+			}
 			fmt.Fprintf(&b, "ClusterQueue %s's %s for %s on %s were %s higher (%s instead of %s)", c.ClusterQueue, field, a.Resource, a.Flavor, a.Quantity, a.To, a.From)
 		}
 	case KindFinish:
-		refs := make([]string, 0, len(c.Workloads))
-		for _, r := range c.Workloads {
-			refs = append(refs, r.String())
-		}
-		fmt.Fprintf(&b, "%s finished", strings.Join(refs, " and "))
+		fmt.Fprintf(&b, "%s finished", strings.Join(refList(c.Workloads), " and "))
 	case KindToleration:
 		ts := make([]string, 0, len(c.Taints))
 		for _, t := range c.Taints {
@@ -969,20 +999,41 @@ func Describe(c Change, key string) string {
 		}
 		fmt.Fprintf(&b, "it tolerated taint %s, on flavor %s", strings.Join(ts, ", "), c.Flavor)
 	case KindPriority:
-		fmt.Fprintf(&b, "its priority were above %d", *c.Above)
+		if c.Above == nil {
+			b.WriteString("its priority were above that of a workload of another namespace")
+		} else {
+			fmt.Fprintf(&b, "its priority were above %d", *c.Above)
+		}
 	}
 	if len(c.Displaces) > 0 {
 		verb := " (it would displace "
 		if c.Kind == KindPriority {
 			verb = " (it would preempt "
 		}
-		refs := make([]string, 0, len(c.Displaces))
-		for _, r := range c.Displaces {
-			refs = append(refs, r.String())
-		}
-		b.WriteString(verb + strings.Join(refs, ", ") + ")")
+		b.WriteString(verb + strings.Join(refList(c.Displaces), ", ") + ")")
 	}
 	return b.String()
+}
+
+// refList names the visible workloads and counts the hidden ones after
+// them: one is "another workload", more "N workloads of other namespaces".
+func refList(refs []Ref) []string {
+	out := make([]string, 0, len(refs))
+	hidden := 0
+	for _, r := range refs {
+		if r.Hidden {
+			hidden++
+			continue
+		}
+		out = append(out, r.String())
+	}
+	switch {
+	case hidden == 1:
+		out = append(out, Ref{Hidden: true}.String())
+	case hidden > 1:
+		out = append(out, fmt.Sprintf("%d workloads of other namespaces", hidden))
+	}
+	return out
 }
 
 func amountList(as []Amount) string {

@@ -315,7 +315,7 @@ func TestRedact(t *testing.T) {
 	w.submit(wl("b", "etl", "8", 0))
 	w.submit(wl("a", "w", "2", 0))
 	res := w.search("a/w")
-	res.Redact("a/w", func(ns string) bool { return ns == "a" })
+	res.Redact("a/w", Visibility{Namespace: func(ns string) bool { return ns == "a" }, ClusterQueue: func(string) bool { return true }})
 	var fin *Change
 	for i := range res.Changes {
 		if res.Changes[i].Kind == KindFinish {

@@ -216,11 +216,13 @@ func classRuntime(runs Runs, c Class) Runtime {
 // Finish is an admitted run the estimate waits for, with when it is
 // expected to finish.
 type Finish struct {
-	Namespace string    `json:"namespace,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	Hidden    bool      `json:"hidden,omitempty"`
-	At        time.Time `json:"at"`
-	Runtime   Runtime   `json:"runtime"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Hidden is a finish of a workload the caller may not read: it has
+	// neither name, nor time, nor run time (Estimate.Redacted).
+	Hidden  bool      `json:"hidden,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+	Runtime Runtime   `json:"runtime,omitzero"`
 	// Overdue is set when the run was already past its expected run time
 	// at now, and is assumed to finish now.
 	Overdue bool `json:"overdue,omitempty"`
@@ -507,25 +509,33 @@ func Assumption(done []Finish, count int, wait float64) string {
 		}
 		return "admitted once its requeue backoff ends"
 	}
+	// The first three finishes the caller may read are described, the
+	// hidden ones counted (they are other namespaces'), the rest counted.
 	var parts []string
-	for i, f := range done {
-		if i == 3 {
-			parts = append(parts, fmt.Sprintf("%d more", count-3))
-			break
+	shown, hidden := 0, 0
+	for _, f := range done {
+		switch {
+		case f.Hidden:
+			hidden++
+		case shown < 3:
+			parts = append(parts, describe(f))
+			shown++
 		}
-		parts = append(parts, describe(f))
 	}
-	if len(done) < 3 && count > len(done) {
-		parts = append(parts, fmt.Sprintf("%d more", count-len(done)))
+	switch {
+	case hidden == 1:
+		parts = append(parts, "a workload of another namespace")
+	case hidden > 1:
+		parts = append(parts, fmt.Sprintf("%d workloads of other namespaces", hidden))
+	}
+	if more := count - shown - hidden; more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more", more))
 	}
 	return "assumes " + strings.Join(parts, ", ") + " finishes as expected, and no workload of higher priority arrives"
 }
 
 func describe(f Finish) string {
-	who := "another workload"
-	if !f.Hidden {
-		who = api.NamespacedName(f.Namespace, f.Name)
-	}
+	who := api.NamespacedName(f.Namespace, f.Name)
 	d := time.Duration(f.Runtime.Seconds * float64(time.Second))
 	switch {
 	case f.Overdue:

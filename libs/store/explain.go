@@ -20,12 +20,18 @@ type Explanation struct {
 	// flavor, resource, cohort and shortfall.
 	Detail *scheduler.Reason `json:"detail,omitempty"`
 	// Ahead are the pending workloads of its ClusterQueue ordered before
-	// it (higher priority, or equal and older), first 50.
+	// it (higher priority, or equal and older), first 50. AheadCount counts
+	// them all.
 	Ahead      []string `json:"ahead"`
 	AheadCount int      `json:"aheadCount"`
+	// AheadHidden counts the workloads of the first 50 that the caller
+	// may not read: its answer names only the others (services/ingest's
+	// redaction), so another namespace's workloads are a count.
+	AheadHidden int `json:"aheadHidden,omitempty"`
 }
 
-// Explain returns a workload's explanation.
+// Explain returns a workload's explanation, naming every workload ahead
+// of it: the caller redacts it to what its reader may see.
 func (s *Store) Explain(ctx context.Context, namespace, name string) (Explanation, error) {
 	v, _, err := s.GetWorkload(ctx, namespace, name)
 	if err != nil {

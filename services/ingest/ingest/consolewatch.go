@@ -85,6 +85,7 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	configs := s.authorize(r, rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}) == nil
+	vis := s.visibility(r)
 	select {
 	case watchers <- struct{}{}:
 		defer func() { <-watchers }()
@@ -128,7 +129,7 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			out, kind, ok := watched(ev)
-			if !ok || kind == "workload" && allowed != nil && !allowed[out.Namespace] || kind == "config" && !configs {
+			if !ok || kind == "workload" && allowed != nil && !allowed[out.Namespace] || kind == "config" && (!configs || !vis.configVisible(out.Kind, out.Namespace)) {
 				continue
 			}
 			out.Seq, out.Type, out.Time = meta.Sequence.Stream, string(ev.Type), ev.Time.UTC()

@@ -263,27 +263,6 @@ func newETASnapshot(st *history.State, at, now time.Time, lastSeq uint64) *etaSn
 	return snap
 }
 
-// redacted is an estimate as the caller may see it: the finishes of
-// workloads in namespaces it may not read are named "another workload".
-func redacted(e *eta.Estimate, visible func(string) bool) *eta.Estimate {
-	if e == nil {
-		return nil
-	}
-	out := *e
-	out.After = slices.Clone(e.After)
-	changed := false
-	for i := range out.After {
-		if f := &out.After[i]; !visible(f.Namespace) {
-			f.Namespace, f.Name, f.Hidden = "", "", true
-			changed = true
-		}
-	}
-	if changed && out.WaitSeconds != nil {
-		out.Assumption = eta.Assumption(out.After, out.AfterCount, *out.WaitSeconds)
-	}
-	return &out
-}
-
 // pendingETAs is GET /v1/eta: the pending workloads the caller may list,
 // in ClusterQueue order then position, with reason and ETA; filtered by
 // namespace, clusterQueue and localQueue, paged by limit and offset.
@@ -349,9 +328,9 @@ func (s *Server) pendingETAs(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	visible := s.mayRead(r)
+	vis := s.visibility(r)
 	for i := range items {
-		items[i].ETA = redacted(v.est[api.NamespacedName(items[i].Namespace, items[i].Name)], visible)
+		items[i].ETA = vis.estimate(v.est[api.NamespacedName(items[i].Namespace, items[i].Name)])
 	}
 	return http.StatusOK, map[string]any{"items": items, "total": total, "offset": offset, "now": v.snap.now,
 		"asOf": v.snap.asOf, "steps": v.steps, "truncated": v.truncated, "unknownRuns": v.unknown}, nil
@@ -386,7 +365,7 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 	if err != nil {
 		return nil, err
 	}
-	visible := s.mayRead(r)
+	vis := s.visibility(r)
 	out := make([]any, 0, len(items))
 	for _, v := range items {
 		k := api.NamespacedName(v.Namespace, v.Name)
@@ -399,7 +378,7 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 			store.WorkloadView
 			Position int           `json:"positionInClusterQueue"`
 			ETA      *eta.Estimate `json:"eta"`
-		}{v, pos, redacted(ev.est[k], visible)})
+		}{v, pos, vis.estimate(ev.est[k])})
 	}
 	return out, nil
 }
@@ -420,5 +399,5 @@ func (s *Server) etaOf(r *http.Request, key string, at time.Time) (*eta.Estimate
 	if e == nil {
 		return nil, nil
 	}
-	return redacted(e, s.mayRead(r)), nil
+	return s.visibility(r).estimate(e), nil
 }

@@ -288,7 +288,7 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, ex, nil
+		return http.StatusOK, s.visibility(r).explanation(ex), nil
 	}
 	// Both the explanation and the counterfactuals come from one state:
 	// the log folded up to at, or, at its end, a copy of the state ingest
@@ -350,7 +350,7 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	res.Redact(key, s.mayRead(r))
+	s.visibility(r).counterfactuals(&res, key, w.Info.ClusterQueue)
 	out.Counterfactuals = &res
 	return http.StatusOK, out, nil
 }
@@ -400,8 +400,8 @@ func view(st *history.State, w *engine.Workload) store.WorkloadView {
 }
 
 // explainState is explain's answer from a folded state: the reason, and
-// the pending workloads of its ClusterQueue ordered before it (the ones
-// the caller may not read are counted, not named).
+// the pending workloads of its ClusterQueue ordered before it, redacted
+// as the projection's answer is (redact.go).
 func (s *Server) explainState(r *http.Request, st *history.State, w *engine.Workload) store.Explanation {
 	ex := store.Explanation{WorkloadView: view(st, w), Ahead: []string{}}
 	if r := st.Reasons[w.Info.Key]; r.Detail != nil {
@@ -424,16 +424,10 @@ func (s *Server) explainState(r *http.Request, st *history.State, w *engine.Work
 		return 1
 	})
 	ex.AheadCount = len(ahead)
-	visible := s.mayRead(r)
-	for _, o := range ahead {
-		if len(ex.Ahead) == 50 {
-			break
-		}
-		if visible(o.Object.Namespace) {
-			ex.Ahead = append(ex.Ahead, o.Info.Key)
-		}
+	for _, o := range ahead[:min(len(ahead), 50)] {
+		ex.Ahead = append(ex.Ahead, o.Info.Key)
 	}
-	return ex
+	return s.visibility(r).explanation(ex)
 }
 
 // before is the pending order explain uses: priority, then creation,

@@ -55,7 +55,7 @@ func (s *Server) routeTable() (http.Handler, []string) {
 	// handler authorizes the rest before it publishes or answers.
 	handle := func(pattern string, check func(*http.Request) error, h func(*http.Request) (int, any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			r = withRequestID(w, r)
+			r = s.withVisibility(withRequestID(w, r))
 			if wait, ok := longWaits[pattern]; ok {
 				extendWrite(w, wait)
 			}
@@ -1043,7 +1043,7 @@ func (s *Server) get(r *http.Request) (int, any, error) {
 	return http.StatusOK, struct {
 		store.WorkloadView
 		Events []store.Event `json:"events"`
-	}{v, hist}, nil
+	}{v, s.visibility(r).events(v.ClusterQueue, hist)}, nil
 }
 
 func (s *Server) explain(r *http.Request) (int, any, error) {
@@ -1057,7 +1057,7 @@ func (s *Server) explain(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, ex, nil
+	return http.StatusOK, s.visibility(r).explanation(ex), nil
 }
 
 func (s *Server) clusterQueues(r *http.Request) (int, any, error) {

@@ -64,12 +64,7 @@ func (s *Server) whatIf(r *http.Request) (int, any, error) {
 	case err != nil:
 		return 0, nil, fail(http.StatusBadRequest, "", "", err.Error())
 	}
-	visible := s.mayRead(r)
-	for i := range rep.Moved {
-		if m := &rep.Moved[i]; !visible(m.Namespace) {
-			m.Namespace, m.Name, m.Hidden = "", "", true
-		}
-	}
+	s.visibility(r).whatIf(&rep)
 	return http.StatusOK, rep, nil
 }
 
