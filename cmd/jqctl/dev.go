@@ -88,6 +88,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	policy, err := devPolicy(dir, o.policyFile)
+	if err != nil {
+		return err
+	}
 	srv, ids, authDir, err := devNATS(dir)
 	if err != nil {
 		return fmt.Errorf("embedded NATS: %w", err)
@@ -134,7 +138,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	listening := make(chan string, 1)
 	run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: nats, NATS: ids["ingest"], DatabaseURL: dbURL, HTTPAddr: o.httpAddr, ManualClock: o.manualClock,
-			Auth:   auth.Options{TokenAuthFile: tokens, AuthorizationPolicyFile: o.policyFile},
+			Auth:   auth.Options{TokenAuthFile: tokens, AuthorizationPolicyFile: policy},
 			MaxLag: 50_000, Listening: func(a string) { listening <- a }})
 	})
 	var addr string

@@ -8,7 +8,9 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/jetqueue/jetqueue/libs/natsconf"
 	"github.com/jetqueue/jetqueue/libs/secret"
+	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
 
 // devAdmin is the identity `jqctl dev` makes for its own user: a member of
@@ -70,4 +72,57 @@ func writeDevContext(server, token string) (string, error) {
 		return nil
 	})
 	return where, err
+}
+
+// devSubmitterRole is the ClusterRole dev binds each example namespace's
+// durable submitter to: roles.yaml's jetqueue-submitter under a name of
+// dev's own, so that a team policy that already holds roles.yaml's
+// ClusterRoles does not define it twice.
+const devSubmitterRole = "jqctl-dev-submitter"
+
+// devPolicy is the policy file ingest reads under `jqctl dev`. Without a
+// team policy there is none: every identified caller may do everything,
+// each namespace's durable submitter included. With one, durable
+// submissions act as system:jetqueue:submit:<namespace> and the team's
+// policy would have to bind them; dev writes <dir>/auth/policy.yaml, the
+// team's policy followed by a binding of each example namespace's
+// submitter (the namespaces of dev's NATS accounts) to create workloads
+// and Jobs in that namespace and nothing else, so that dev's durable
+// door keeps working whatever the team's policy says of its users.
+func devPolicy(dir, teamFile string) (string, error) {
+	if teamFile == "" {
+		return "", nil
+	}
+	team, err := os.ReadFile(teamFile)
+	if err != nil {
+		return "", fmt.Errorf("--authorization-policy-file: %w", err)
+	}
+	var b bytes.Buffer
+	b.Write(team)
+	fmt.Fprintf(&b, `
+---
+# Added by jqctl dev: each example namespace's durable submissions
+# (JQ_SUBMIT) may create workloads and Jobs in that namespace.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: %s}
+rules:
+  - {apiGroups: [kueue.x-k8s.io], resources: [workloads], verbs: [create]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [create]}
+`, devSubmitterRole)
+	for _, ns := range natsconf.ShippedNamespaces {
+		fmt.Fprintf(&b, `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: %[1]s, namespace: %[2]s}
+subjects: [{kind: User, name: %[3]q}]
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %[1]s}
+`, devSubmitterRole, ns, ingest.SubmitterName(ns))
+	}
+	authDir := filepath.Join(dir, "auth")
+	if err := os.MkdirAll(authDir, 0o700); err != nil {
+		return "", err
+	}
+	file := filepath.Join(authDir, "policy.yaml")
+	return file, os.WriteFile(file, b.Bytes(), 0o600)
 }
