@@ -27,6 +27,10 @@ type client struct {
 	err error
 	// seqFile keeps the last write's sequence (see readyourwrites.go).
 	seqFile string
+	// retry, when set, replaces the default retry policy (retry.go);
+	// newKey, the generator of Idempotency-Keys.
+	retry  *retryPolicy
+	newKey func() string
 }
 
 // apiError is API.md's error body.
@@ -91,6 +95,11 @@ func notFound(err error) bool {
 }
 
 func (c *client) do(method, path, contentType string, body []byte, out any) error {
+	return c.doCtx(context.Background(), method, path, contentType, body, out)
+}
+
+// doCtx is do that gives up, retries included, when ctx ends.
+func (c *client) doCtx(ctx context.Context, method, path, contentType string, body []byte, out any) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -98,51 +107,50 @@ func (c *client) do(method, path, contentType string, body []byte, out any) erro
 	if method == http.MethodGet {
 		minSeq = c.lastSeq()
 	}
-	err := c.send(method, path, contentType, body, minSeq, out)
+	newKey := c.newKey
+	if newKey == nil {
+		newKey = randomKey
+	}
+	// One key for every try of this request, however many sends.
+	key := requestKey(method, path, body, newKey)
+	err := c.send(ctx, method, path, contentType, body, key, minSeq, out)
 	if minSeq > 0 && staleSeq(err) {
 		// The server's stream ends before the write jqctl remembers: it
 		// is another server now. Forget it and ask again.
 		if err := c.forgetSeq(); err != nil {
 			return err
 		}
-		return c.send(method, path, contentType, body, 0, out)
+		return c.send(ctx, method, path, contentType, body, key, 0, out)
 	}
 	return err
 }
 
-// send makes one request; minSeq > 0 asks a query to wait for the
-// projection to reach it.
-func (c *client) send(method, path, contentType string, body []byte, minSeq uint64, out any) error {
-	req, err := http.NewRequest(method, strings.TrimSuffix(c.server, "/")+path, bytes.NewReader(body))
+// send makes a request, tried again while the server cannot serve it for
+// now (retry.go); key, if set, is its Idempotency-Key; minSeq > 0 asks a
+// query to wait for the projection to reach it.
+func (c *client) send(ctx context.Context, method, path, contentType string, body []byte, key string, minSeq uint64, out any) error {
+	p, err := c.retryPolicy()
 	if err != nil {
 		return err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	var data []byte
+	status, tries, err := p.withRetries(ctx, func() (int, http.Header, error) {
+		code, h, d, err := c.try(ctx, method, path, contentType, body, key, minSeq)
+		data = d
+		return code, h, err
+	})
+	gaveUp := ""
+	if tries > 1 {
+		gaveUp = fmt.Sprintf(" (%d tries)", tries)
 	}
-	if minSeq > 0 {
-		req.Header.Set(headerMinSeq, strconv.FormatUint(minSeq, 10))
-	}
-	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w (is the server at %s running?)", method, path, err, c.server)
+		return fmt.Errorf("%s %s: %w (is the server at %s running?)%s", method, path, err, c.server, gaveUp)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 400 {
-		var st kubeStatus
-		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
-			// A Kubernetes-style API's metav1.Status (everything under /apis/).
-			return st.error(resp.StatusCode)
+	if status >= 400 {
+		if tries > 1 {
+			return fmt.Errorf("%w%s", answerError(status, data), gaveUp)
 		}
-		e := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {
-			return fmt.Errorf("server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
-		}
-		return e
+		return answerError(status, data)
 	}
 	if method != http.MethodGet {
 		if err := c.noteSeq(answerSeq(data)); err != nil {
@@ -153,6 +161,56 @@ func (c *client) send(method, path, contentType string, body []byte, minSeq uint
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+func (c *client) retryPolicy() (retryPolicy, error) {
+	if c.retry != nil {
+		return *c.retry, nil
+	}
+	return defaultRetryPolicy()
+}
+
+// try sends the request once and reads the answer; err is a try that got
+// no complete answer.
+func (c *client) try(ctx context.Context, method, path, contentType string, body []byte, key string, minSeq uint64) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.server, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if minSeq > 0 {
+		req.Header.Set(headerMinSeq, strconv.FormatUint(minSeq, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return resp.StatusCode, resp.Header, data, nil
+}
+
+// answerError is the error of an answer with status >= 400, in either of
+// the server's error shapes.
+func answerError(status int, data []byte) error {
+	var st kubeStatus
+	if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
+		// A Kubernetes-style API's metav1.Status (everything under /apis/).
+		return st.error(status)
+	}
+	e := &apiError{Status: status}
+	if json.Unmarshal(data, e) != nil || len(e.Errors) == 0 {
+		return fmt.Errorf("server answered %d: %s", status, strings.TrimSpace(string(data)))
+	}
+	return e
 }
 
 // stream opens a streaming GET (a watch); the caller closes the body.

@@ -274,7 +274,10 @@ func (r *loadRun) generate(ctx context.Context, q int, c *loadClass) {
 		r.mu.Unlock()
 		body := fmt.Sprintf(`{"apiVersion":"kueue.x-k8s.io/v1beta1","kind":"Workload","metadata":{"name":%q,"namespace":%q},"spec":{"queueName":"lq","priority":%d,"podSets":[{"name":"main","count":1,"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"%d"}}}]}}}]}}`,
 			name, ns, c.Priority, c.CPU)
-		if err := r.c.do("POST", "/v1/workloads", "application/json", []byte(body), nil); err != nil {
+		// A refused or unanswered submission is sent again (retry.go),
+		// as any client should, until the run ends: failed counts only
+		// what stayed refused.
+		if err := r.c.doCtx(ctx, "POST", "/v1/workloads", "application/json", []byte(body), nil); err != nil {
 			r.failed.Add(1)
 			r.mu.Lock()
 			r.wls[key].finished = true
@@ -309,7 +312,7 @@ func (r *loadRun) poll(ctx context.Context) error {
 		if after != "" {
 			path += "&after=" + url.QueryEscape(after)
 		}
-		if err := r.c.do("GET", path, "", nil, &page); err != nil {
+		if err := r.c.doCtx(ctx, "GET", path, "", nil, &page); err != nil {
 			return err
 		}
 		for _, v := range page.Items {
@@ -374,7 +377,7 @@ func (r *loadRun) finish(ctx context.Context, key string, at time.Time) {
 		return
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	err := r.c.do("POST", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/finish", "application/json", []byte(`{"succeeded":true}`), nil)
+	err := r.c.doCtx(ctx, "POST", "/v1/workloads/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/finish", "application/json", []byte(`{"succeeded":true}`), nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.finishing = false
