@@ -32,10 +32,10 @@ const watchLifetime = 10 * time.Minute
 // watchHeartbeat is how often an idle stream sends a comment.
 const watchHeartbeat = 15 * time.Second
 
-// maxWatchers bounds the streams open at once on one ingest.
-const maxWatchers = 256
-
-var watchers = make(chan struct{}, maxWatchers)
+// maxWatchers bounds the streams open at once on one ingest; a caller
+// holds at most its share, --max-watches-per-caller (streams.go). A
+// variable for tests.
+var maxWatchers = 256
 
 type watchedEvent struct {
 	Seq       uint64    `json:"seq"`
@@ -86,13 +86,12 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 	}
 	configs := s.authorize(r, rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}) == nil
 	vis := s.visibility(r)
-	select {
-	case watchers <- struct{}{}:
-		defer func() { <-watchers }()
-	default:
-		s.writeError(w, r, fail(http.StatusServiceUnavailable, "", "", fmt.Sprintf("%d streams are open; try again later", maxWatchers)))
+	release, err := s.streamSlot(w, r, consoleStream, maxWatchers)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), watchLifetime)
 	defer cancel()
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}

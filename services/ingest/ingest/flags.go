@@ -23,6 +23,8 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.HTTP.WriteTimeout, "http-write-timeout", DefaultHTTPLimits.WriteTimeout, "longest time to handle a request and answer it (GET /v1/sync and the clock advance extend theirs to their own longest wait)")
 	fs.DurationVar(&c.HTTP.IdleTimeout, "http-idle-timeout", DefaultHTTPLimits.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.HTTP.MaxHeaderBytes, "http-max-header-bytes", DefaultHTTPLimits.MaxHeaderBytes, "largest request headers accepted, in bytes (431 beyond)")
+	fs.IntVar(&c.HTTP.MaxWatchesPerCaller, "max-watches-per-caller", DefaultHTTPLimits.MaxWatchesPerCaller,
+		"most watches (?watch=true), and apart the most console streams (/v1/watch/workloads), one caller identity holds open at once (429 beyond)")
 	fs.Uint64Var(&c.MaxLag, "max-admission-lag", 50000, "events admission may lag before submissions get 503 (0: never)")
 	fs.BoolVar(&c.ManualClock, "manual-clock", false, "dev/test only: read the shared manual clock and serve POST /v1/debug/clock/advance")
 	fs.BoolVar(&c.KubeBridge, "kube-bridge", false, "admit Kubernetes batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (see docs/kubernetes.md)")

@@ -23,6 +23,9 @@ type HTTPLimits struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers (and request line).
 	MaxHeaderBytes int
+	// MaxWatchesPerCaller bounds the watches, and apart the console
+	// streams, one caller identity holds open at once (streams.go).
+	MaxWatchesPerCaller int
 }
 
 // DefaultHTTPLimits are the flags' defaults.
@@ -32,6 +35,8 @@ var DefaultHTTPLimits = HTTPLimits{
 	WriteTimeout:      60 * time.Second,
 	IdleTimeout:       2 * time.Minute,
 	MaxHeaderBytes:    64 << 10,
+	// A person's console tabs and a controller's few informers fit.
+	MaxWatchesPerCaller: 8,
 }
 
 // withDefaults fills the limits left at zero (a Config built in code).
@@ -47,6 +52,9 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	}
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if l.MaxWatchesPerCaller <= 0 {
+		l.MaxWatchesPerCaller = d.MaxWatchesPerCaller
 	}
 	return l
 }

@@ -93,14 +93,12 @@ func TestObjectListsShowOnlyWhatTheCallerMaySee(t *testing.T) {
 	}
 }
 
-// TestWatchesAreBounded: one caller holds at most maxWatchesPerUser
-// watches at once; one more is 429 naming watch, and a place freed is
-// free again.
+// TestWatchesAreBounded: one caller holds at most
+// --max-watches-per-caller watches at once; one more is 429 naming
+// watch, with Retry-After, and a place freed is free again.
 func TestWatchesAreBounded(t *testing.T) {
-	old := maxWatchesPerUser
-	maxWatchesPerUser = 2
-	t.Cleanup(func() { maxWatchesPerUser = old })
 	g := newGuarded(t, false, true)
+	g.cfg.HTTP.MaxWatchesPerCaller = 2
 	path := "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads?watch=true&timeoutSeconds=3"
 	var open []*http.Response
 	for range 2 {
@@ -112,11 +110,11 @@ func TestWatchesAreBounded(t *testing.T) {
 		}
 		open = append(open, resp)
 	}
-	code, _, body := g.call(t, "alice-token", "GET", path, "")
+	code, header, body := g.call(t, "alice-token", "GET", path, "")
 	var st metav1.Status
 	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &st) != nil || st.Reason != metav1.StatusReasonTooManyRequests ||
-		!strings.HasPrefix(st.Message, "watch: too many watches") {
-		t.Errorf("a third watch: %d %s, want a 429 Status on watch", code, body)
+		!strings.HasPrefix(st.Message, "watch: too many watches") || header.Get("Retry-After") == "" {
+		t.Errorf("a third watch: %d %s %v, want a 429 Status on watch with Retry-After", code, body, header)
 	}
 	if code, _, body := g.call(t, "vera-token", "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues?watch=true&timeoutSeconds=1", ""); code != http.StatusOK {
 		t.Errorf("another caller's watch: %d %s", code, body)

@@ -43,42 +43,10 @@ const (
 // taken yet (a variable for tests).
 var watchBuffer = 256
 
-// Each watch holds a JetStream consumer and a connection: a server
-// follows at most maxWatches at once, and one caller at most
-// maxWatchesPerUser (variables for tests).
-var (
-	maxWatches        = 512
-	maxWatchesPerUser = 32
-)
-
-// watchSlot takes a place for one more watch, or answers 429.
-func (s *Server) watchSlot(r *http.Request) (func(), error) {
-	u, err := s.caller(r)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.watches == nil {
-		s.watches = map[string]int{}
-	}
-	total := 0
-	for _, n := range s.watches {
-		total += n
-	}
-	if total >= maxWatches || s.watches[u.Name] >= maxWatchesPerUser {
-		return nil, fail(http.StatusTooManyRequests, "", "watch",
-			fmt.Sprintf("too many watches (at most %d per caller, %d on this server); try again later", maxWatchesPerUser, maxWatches))
-	}
-	s.watches[u.Name]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.watches[u.Name]--; s.watches[u.Name] <= 0 {
-			delete(s.watches, u.Name)
-		}
-	}, nil
-}
+// maxWatches bounds the watches one server follows at once (each holds a
+// JetStream consumer and a connection); a caller holds at most its share,
+// --max-watches-per-caller (streams.go). A variable for tests.
+var maxWatches = 512
 
 type watchEvent struct {
 	Type   string         `json:"type"`
@@ -113,7 +81,7 @@ func (s *Server) watchObjects(w http.ResponseWriter, r *http.Request, d resource
 	if err := s.authorizeRead(r, &q, "watch"); err != nil {
 		return err
 	}
-	release, err := s.watchSlot(r)
+	release, err := s.streamSlot(w, r, objectWatch, maxWatches)
 	if err != nil {
 		return err
 	}
