@@ -99,8 +99,9 @@ func minParallelism(job *Job) (*int32, *field.Error) {
 // min(parallelism, completions) is 0 is refused on the field responsible,
 // since Kueue's CRD requires count >= 1 and such a Job would never be
 // admitted. Priority follows KEP-973 (see PriorityClasses); classes may be
-// nil, meaning no classes exist. The result is defaulted; suspension is
-// irrelevant.
+// nil, meaning no classes exist. A class lookup that fails is returned as
+// a *ClassLookupError, not as Errors: the Job may be valid. The result is
+// defaulted; suspension is irrelevant.
 func JobToWorkload(job *Job, classes PriorityClasses) (*Workload, error) {
 	if job == nil {
 		return nil, Errors{{Object: KindJob, Message: "object is nil"}}
@@ -115,12 +116,17 @@ func JobToWorkload(job *Job, classes PriorityClasses) (*Workload, error) {
 		}
 		errs = append(errs, field.Invalid(fld, int64(0), "must be greater than 0 for the Job to be queued (it is the workload's pod count)"))
 	}
-	prio, perr := resolveJobPriority(job, classes)
+	prio, perr, lerr := resolveJobPriority(job, classes)
 	if perr != nil {
 		errs = append(errs, perr)
 	}
 	if len(errs) > 0 {
 		return nil, fromFieldErrors(ref, errs)
+	}
+	if lerr != nil {
+		// Only a Job valid in every other way is answered with the
+		// failed lookup: a retry could not make an invalid one valid.
+		return nil, lerr
 	}
 	minCount, _ := minParallelism(job)
 

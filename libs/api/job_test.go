@@ -15,20 +15,20 @@ type fakeClasses struct {
 	defaults map[string]int32
 }
 
-func (f fakeClasses) WorkloadPriorityClass(name string) (int32, bool) {
+func (f fakeClasses) WorkloadPriorityClass(name string) (int32, bool, error) {
 	v, ok := f.wpc[name]
-	return v, ok
+	return v, ok, nil
 }
 
-func (f fakeClasses) PriorityClass(name string) (int32, bool) {
+func (f fakeClasses) PriorityClass(name string) (int32, bool, error) {
 	if v, ok := f.defaults[name]; ok {
-		return v, true
+		return v, true, nil
 	}
 	v, ok := f.pc[name]
-	return v, ok
+	return v, ok, nil
 }
 
-func (f fakeClasses) GlobalDefaultPriorityClass() (string, int32, bool) {
+func (f fakeClasses) GlobalDefaultPriorityClass() (string, int32, bool, error) {
 	name, found := "", false
 	var value int32
 	for _, n := range sortedKeys(f.defaults) {
@@ -36,7 +36,7 @@ func (f fakeClasses) GlobalDefaultPriorityClass() (string, int32, bool) {
 			name, value, found = n, v, true
 		}
 	}
-	return name, value, found
+	return name, value, found, nil
 }
 
 var classes = fakeClasses{

@@ -504,25 +504,27 @@ func (e *Engine) CheckApply(obj api.Object) error {
 	return nil
 }
 
-// WorkloadPriorityClass implements api.PriorityClasses.
-func (e *Engine) WorkloadPriorityClass(name string) (int32, bool) {
+// WorkloadPriorityClass implements api.PriorityClasses. The engine holds
+// its classes in memory, so a lookup never fails.
+func (e *Engine) WorkloadPriorityClass(name string) (int32, bool, error) {
 	if c := e.wpcs[name]; c != nil {
-		return c.Value, true
+		return c.Value, true, nil
 	}
-	return 0, false
+	return 0, false, nil
 }
 
-// PriorityClass implements api.PriorityClasses.
-func (e *Engine) PriorityClass(name string) (int32, bool) {
+// PriorityClass implements api.PriorityClasses; it never fails.
+func (e *Engine) PriorityClass(name string) (int32, bool, error) {
 	if c := e.pcs[name]; c != nil {
-		return c.Value, true
+		return c.Value, true, nil
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // GlobalDefaultPriorityClass implements api.PriorityClasses: the lowest
-// valued globalDefault class, as Kubernetes' admission picks.
-func (e *Engine) GlobalDefaultPriorityClass() (string, int32, bool) {
+// valued globalDefault class, as Kubernetes' admission picks. It never
+// fails.
+func (e *Engine) GlobalDefaultPriorityClass() (string, int32, bool, error) {
 	var best *api.PriorityClass
 	for _, name := range sortedKeys(e.pcs) {
 		c := e.pcs[name]
@@ -531,9 +533,9 @@ func (e *Engine) GlobalDefaultPriorityClass() (string, int32, bool) {
 		}
 	}
 	if best == nil {
-		return "", 0, false
+		return "", 0, false, nil
 	}
-	return best.Name, best.Value, true
+	return best.Name, best.Value, true, nil
 }
 
 func mayPreempt(p api.PreemptionPolicy) bool { return p != "" && p != api.PreemptionNever }

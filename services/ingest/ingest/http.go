@@ -525,6 +525,9 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 	if err := s.authorize(r, attrs...); err != nil {
 		return 0, nil, err
 	}
+	if err := s.explicitPriorities(r, objs, subs); err != nil {
+		return 0, nil, err
+	}
 	if len(subs) == 1 {
 		return s.publishSubmission(r.Context(), subs[0])
 	}
@@ -634,17 +637,14 @@ func (sub *submission) at(seq uint64, prev *events.Event) {
 	}
 }
 
-// toWorkload returns a submitted Workload, or the Workload of a Job.
+// toWorkload returns a submitted Workload, or the Workload of a Job, with
+// the priority its classes derive (priority.go).
 func (s *Server) toWorkload(ctx context.Context, o api.Object) (*api.Workload, error) {
 	switch o := o.(type) {
 	case *api.Workload:
-		return o, nil
+		return s.classPriority(ctx, o)
 	case *api.Job:
-		wl, err := api.JobToWorkload(o, s.classes(ctx))
-		if err != nil {
-			return nil, invalid(err)
-		}
-		return wl, nil
+		return s.jobWorkload(ctx, o)
 	}
 	return nil, fail(http.StatusBadRequest, api.ObjectRef(o), "kind", "only Workload and batch/v1 Job can be submitted")
 }
