@@ -2,10 +2,12 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/auth/rbac"
 )
 
@@ -24,8 +26,10 @@ import (
 // the derived value is an explicit priority, which only a caller allowed
 // create on workloads/priority in the namespace may set (the right that
 // POST .../priority asks); it keeps its value. Anyone else gets 403 on
-// spec.priority. A class named but missing is 400; a class that could not
-// be read is 503 (unavailable), never 400.
+// spec.priority. A class named but missing is 400 for that caller, and
+// taken as Kueue takes it (spec.priority as sent) from one who may set
+// priorities; a class that could not be read is 503 (unavailable), never
+// 400.
 
 // jobWorkload is the Workload of a submitted Job.
 func (s *Server) jobWorkload(ctx context.Context, job *api.Job) (*api.Workload, error) {
@@ -43,6 +47,14 @@ func (s *Server) jobWorkload(ctx context.Context, job *api.Job) (*api.Workload, 
 // priority.
 func (s *Server) classPriority(ctx context.Context, o *api.Workload) (*api.Workload, error) {
 	src, value, err := api.ClassPriority(o, s.classes(ctx))
+	var le *api.ClassLookupError
+	if err != nil && !errors.As(err, &le) && s.maySetPriority(ctx, o.Namespace) {
+		// A class that does not exist: Kueue takes such a Workload with
+		// the spec.priority it was sent, and so does ingest from a caller
+		// who may set priorities anyway (the conformance runs, an
+		// administrator). Only a caller who may not is refused.
+		return o, nil
+	}
 	if err != nil {
 		return nil, invalidOrUnavailable(err)
 	}
@@ -70,7 +82,7 @@ func (s *Server) explicitPriorities(r *http.Request, objs []api.Object, subs []*
 		if !ok || api.WorkloadPriority(sent) == api.WorkloadPriority(wl) {
 			continue
 		}
-		a := rbac.Attributes{Verb: "create", APIGroup: groupKueue, Resource: "workloads", Subresource: "priority", Namespace: wl.Namespace}
+		a := priorityAttributes(wl.Namespace)
 		u, err := s.caller(r)
 		if err != nil {
 			return err
@@ -83,6 +95,27 @@ func (s *Server) explicitPriorities(r *http.Request, objs []api.Object, subs []*
 		wl.Spec.Priority = sent.Spec.Priority
 	}
 	return nil
+}
+
+// priorityAttributes is what setting a workload's priority in ns asks.
+func priorityAttributes(ns string) rbac.Attributes {
+	return rbac.Attributes{Verb: "create", APIGroup: groupKueue, Resource: "workloads", Subresource: "priority", Namespace: ns}
+}
+
+// maySetPriority says whether the caller on ctx may set priorities in
+// ns: without a policy everyone identified may, as every route allows.
+func (s *Server) maySetPriority(ctx context.Context, ns string) bool {
+	if s.guard == nil || s.guard.Policy == nil {
+		return true
+	}
+	u, ok := auth.UserFrom(ctx)
+	if !ok {
+		if !s.guard.Anonymous {
+			return false
+		}
+		u = auth.Anonymous()
+	}
+	return s.guard.Policy.Allows(u, priorityAttributes(ns))
 }
 
 // derivedFrom says where a derived priority came from.

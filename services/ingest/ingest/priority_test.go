@@ -150,19 +150,22 @@ func TestClassLookupFailureIsUnavailable(t *testing.T) {
 			}
 		})
 	}
-	// The working door still refuses classes that do not exist, on the
-	// field that names them.
-	for _, tc := range []struct{ name, body, field string }{
-		{"Job", classJob("ns", "j3", "missing"), "metadata.labels[kueue.x-k8s.io/priority-class]"},
-		{"Workload", prioWorkload("v1beta1", "ns", "w3", `"priorityClassName":"missing","priority":10`), "spec.priorityClassName"},
-	} {
-		code, _, out := f.do(t, "POST", "/v1/workloads", nil, tc.body)
-		if code != http.StatusBadRequest || fieldOf(t, out) != tc.field || !strings.Contains(string(out), "not found") {
-			t.Errorf("%s naming a missing class: %d %s, want 400 on %s", tc.name, code, out, tc.field)
-		}
+	// The working door still refuses a Job whose class does not exist, on
+	// the field that names it. A Workload naming one is taken with the
+	// spec.priority it was sent, as Kueue takes it, from a caller who may
+	// set priorities (here, without a policy, everyone).
+	code, _, out := f.do(t, "POST", "/v1/workloads", nil, classJob("ns", "j3", "missing"))
+	if field := "metadata.labels[kueue.x-k8s.io/priority-class]"; code != http.StatusBadRequest || fieldOf(t, out) != field || !strings.Contains(string(out), "not found") {
+		t.Errorf("a Job naming a missing class: %d %s, want 400 on %s", code, out, field)
 	}
-	if n := f.messages(t); n != 3 {
-		t.Errorf("stream holds %d events, want the 3 classes", n)
+	if code, _, out := f.do(t, "POST", "/v1/workloads", nil, prioWorkload("v1beta1", "ns", "w3", `"priorityClassName":"missing","priority":10`)); code != http.StatusAccepted {
+		t.Errorf("a Workload naming a missing class: %d %s, want 202 as Kueue takes it", code, out)
+	}
+	if got := storedSpec(t, f, "ns", "w3").Priority; got == nil || *got != 10 {
+		t.Errorf("stored priority %v, want the 10 sent", got)
+	}
+	if n := f.messages(t); n != 4 {
+		t.Errorf("stream holds %d events, want the 3 classes and w3", n)
 	}
 }
 
@@ -252,6 +255,19 @@ func TestPriorityComesFromTheClass(t *testing.T) {
 				t.Errorf("stored priority (-want +got):\n%s", diff)
 			}
 		})
+	}
+	// A class that does not exist: a batch-user is refused on the field
+	// naming it; a batch-admin's Workload is taken as sent, as Kueue
+	// takes it.
+	missing := `"priorityClassName":"missing","priorityClassSource":"kueue.x-k8s.io/workloadpriorityclass","priority":10`
+	if code, _, body := g.call(t, "alice-token", "POST", "/v1/workloads", prioWorkload("v1beta1", "team-a", "x1", missing)); code != http.StatusBadRequest ||
+		fieldOf(t, []byte(body)) != "spec.priorityClassName" {
+		t.Errorf("batch-user naming a missing class: %d %s, want 400 on spec.priorityClassName", code, body)
+	}
+	if code, _, body := g.call(t, "olga-token", "POST", "/v1/workloads", prioWorkload("v1beta1", "team-b", "x2", missing)); code != http.StatusAccepted {
+		t.Errorf("batch-admin naming a missing class: %d %s, want 202", code, body)
+	} else if got := storedSpec(t, g.frontDoor, "team-b", "x2").Priority; got == nil || *got != 10 {
+		t.Errorf("batch-admin's stored priority %v, want the 10 sent", got)
 	}
 	// Kueue refuses a Workload naming a class without a priority (its
 	// webhook resolves no class for a bare Workload; conformance
