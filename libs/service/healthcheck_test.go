@@ -40,7 +40,7 @@ func TestHealthcheckProbesReadiness(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(lis.Addr().String())
 	lis.Close()
-	o := Options{AdminAddr: ":" + port, StopTimeout: 5 * time.Second}
+	o := Options{AdminAddr: ":" + port, StopTimeout: 5 * time.Second, MetricsAllowUnauthenticated: true}
 
 	rt, stop := runService(t, o)
 	if err := Healthcheck(o); err == nil || !strings.Contains(err.Error(), "503") {

@@ -1,6 +1,7 @@
 // Package service is the runtime every jetqueue service shares: flags with
 // JQ_-prefixed environment fallbacks, zap logging, one admin port serving
-// /healthz, /readyz and /metrics, a profiler on a loopback address when
+// /healthz, /readyz and /metrics (loopback, or behind a bearer token:
+// metricsauth.go), a profiler on a loopback address when
 // asked (--pprof-addr), and an orderly stop on SIGTERM:
 // readiness off → the service's own drain (consumers, publishes) → close.
 // A service's main is then a few lines: declare flags, call Run.
@@ -60,11 +61,18 @@ type Options struct {
 	LogLevel    string
 	LogJSON     bool
 	StopTimeout time.Duration
+	// MetricsTokenFile holds the bearer token /metrics requires; empty:
+	// none, which only a loopback AdminAddr or
+	// MetricsAllowUnauthenticated allows (metricsauth.go).
+	MetricsTokenFile            string
+	MetricsAllowUnauthenticated bool
 }
 
 // RegisterFlags declares the common flags on fs.
 func RegisterFlags(fs *flag.FlagSet, o *Options) {
-	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9090", "address of the admin server (/healthz, /readyz, /metrics)")
+	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9090", "address of the admin server (/healthz, /readyz, /metrics); another than loopback needs --"+MetricsTokenFileFlag+" (or --"+MetricsAllowUnauthenticatedFlag+")")
+	fs.StringVar(&o.MetricsTokenFile, MetricsTokenFileFlag, "", "file holding the bearer token /metrics requires (Authorization: Bearer <token>); read at start")
+	fs.BoolVar(&o.MetricsAllowUnauthenticated, MetricsAllowUnauthenticatedFlag, false, "serve /metrics without a token on an --admin-addr other than loopback: anyone who reaches it reads every namespace, queue and quota")
 	fs.StringVar(&o.PprofAddr, PprofFlag, "", "address of a Go profiler (net/http/pprof under /debug/pprof/), loopback only, such as 127.0.0.1:6060; empty: off")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&o.LogJSON, "log-json", true, "log as JSON (false: human-readable console)")
@@ -130,12 +138,16 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 			return err
 		}
 	}
+	token, err := metricsToken(o)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", o.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin server: %w", err)
 	}
 	rt.AdminAddr = lis.Addr().String()
-	admin := &http.Server{Handler: rt.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: rt.adminHandler(token), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = admin.Serve(lis) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -182,7 +194,7 @@ func RunContext(ctx context.Context, name string, o Options, log *zap.Logger, ma
 	}
 }
 
-func (r *Runtime) adminHandler() http.Handler {
+func (r *Runtime) adminHandler(metricsToken string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -195,9 +207,9 @@ func (r *Runtime) adminHandler() http.Handler {
 			_, _ = fmt.Fprintf(w, "skipped %d event(s) that could not be applied; last: %s\n", n, last)
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	mux.Handle("GET /metrics", requireBearer(metricsToken, promhttp.HandlerFor(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		return prometheus.Gatherers{r.base, r.current.Load()}.Gather()
-	}), promhttp.HandlerOpts{}))
+	}), promhttp.HandlerOpts{})))
 	return mux
 }
 
