@@ -172,11 +172,9 @@ func Search(build func() (*history.State, error), key string, now time.Time) (Re
 	return SearchFrom(base, build, key, now)
 }
 
-// SearchFrom is Search with its first copy given: base must be a copy
-// build could have made, not run since, and becomes the search's (it runs
-// base's engine). A caller that has just read such a copy saves making one more.
-func SearchFrom(base *history.State, build func() (*history.State, error), key string, now time.Time) (Result, error) {
-	s := &search{build: build, key: key, now: now}
+// searchFrom is SearchFromWithin.
+func searchFrom(base *history.State, build func() (*history.State, error), key string, now time.Time, b Budget) (Result, error) {
+	s := &search{build: build, key: key, now: now, budget: b}
 	w := base.Engine.Workload(key)
 	if w == nil {
 		return Result{}, fmt.Errorf("workload %s: %w", key, engine.ErrNotFound)
@@ -199,6 +197,9 @@ func SearchFrom(base *history.State, build func() (*history.State, error), key s
 	for _, find := range []func() []Change{s.quota, s.borrowing, s.lending, s.finish, s.toleration, s.priority} {
 		res.Changes = append(res.Changes, find()...)
 	}
+	if err := s.stopped(); err != nil {
+		return Result{}, err
+	}
 	for i := range res.Changes {
 		res.Changes[i].Message = Describe(res.Changes[i], key)
 	}
@@ -218,6 +219,11 @@ type search struct {
 	cq        string
 	probes    int
 	exhausted bool
+	// budget bounds the search; stop holds the first error its Stop
+	// answered (under stopMu: probes run on several goroutines).
+	budget Budget
+	stopMu sync.Mutex
+	stop   error
 }
 
 // probe is the outcome of one engine run with a change.
@@ -243,9 +249,12 @@ func (s *search) tryFull(change func(*history.State) error) (probe, error) {
 }
 
 func (s *search) tryOn(build func() (*history.State, error), change func(*history.State) error) (probe, error) {
-	if s.probes >= MaxProbes {
+	if s.probes >= s.maxProbes() {
 		s.exhausted = true
 		return probe{}, errBudget
+	}
+	if err := s.asked(); err != nil {
+		return probe{}, err
 	}
 	s.probes++
 	return s.run(build, change)
@@ -732,7 +741,7 @@ func (s *search) finish() []Change {
 // probeWorkers at a time, in order; a probe past the first that admits
 // may have started, and is not counted.
 func (s *search) first(n int, change func(int) func(*history.State) error) (int, probe, error) {
-	budget := MaxProbes - s.probes
+	budget := s.maxProbes() - s.probes
 	over := n > budget
 	n = min(n, max(budget, 0))
 	type outcome struct {
@@ -745,7 +754,7 @@ func (s *search) first(n int, change func(int) func(*history.State) error) (int,
 	found := n // the least index that admitted or failed
 	next := 0
 	var wg sync.WaitGroup
-	for range min(probeWorkers, n) {
+	for range min(s.workers(), n) {
 		wg.Go(func() {
 			for {
 				mu.Lock()
@@ -756,7 +765,11 @@ func (s *search) first(n int, change func(int) func(*history.State) error) (int,
 				}
 				next++
 				mu.Unlock()
-				p, err := s.run(s.fast, change(i))
+				var p probe
+				err := s.asked()
+				if err == nil {
+					p, err = s.run(s.fast, change(i))
+				}
 				mu.Lock()
 				out[i] = outcome{p: p, err: err, ok: true}
 				if (err != nil || p.admitted) && i < found {

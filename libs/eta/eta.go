@@ -325,6 +325,8 @@ type Sim struct {
 	s      *sim
 	timers int
 	ended  bool
+	// taken counts the steps run (Taken).
+	taken int
 }
 
 // Start prepares a simulation of the engine from now (the engine is
@@ -358,20 +360,8 @@ func Start(eng *engine.Engine, runs Runs, now time.Time) *Sim {
 // are incomplete (no At, no Assumption) until the simulation reaches them
 // or ends.
 func (x *Sim) Until(keys []string) *Result {
-	s := x.s
-	clear(s.want)
-	for _, k := range keys {
-		if e := s.res.Estimates[k]; e != nil && e.At == nil {
-			s.want[k] = true
-		}
-	}
-	for !x.ended && (keys == nil || len(s.want) > 0) {
-		if !x.step() {
-			x.end()
-		}
-	}
-	s.res.UnknownRuns = len(s.unknown)
-	return s.res
+	res, _ := x.Within(keys, Budget{})
+	return res
 }
 
 // Ended reports whether the simulation has run to its end.

@@ -63,6 +63,17 @@ func (r *Replica) Estimates(now time.Time) (*Result, error) {
 	return x.Until(nil), nil
 }
 
+// Starter returns a function that starts a simulation from now on a
+// fresh copy of the state and run times as they are now, each time it is
+// called: the engine is cloned here, once, and that clone cloned per
+// call. The function may be called from several goroutines, while the
+// replica goes on applying events: it never reads the replica again.
+func (r *Replica) Starter(now time.Time) func() *Sim {
+	base := r.st.Engine.Clone()
+	runs := maps.Clone(r.learn.Runs())
+	return func() *Sim { return Start(base.Clone(), runs, now) }
+}
+
 // Start prepares a simulation from now on a copy of the state and of the
 // run times learnt so far (the replica goes on applying events; the
 // simulation keeps what it started from).

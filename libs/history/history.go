@@ -136,19 +136,28 @@ func Fold(recs []Record, upTo time.Time) (*State, error) {
 // the first event: ErrBeforeHistory otherwise, naming the earliest time
 // available.
 func FoldKept(recs []Record, upTo time.Time, floor uint64) (*State, error) {
-	if upTo.IsZero() {
-		return fold(recs, upTo), nil
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w: the log is empty", ErrBeforeHistory)
-	}
-	if err := Exact(recs, upTo, upTo, floor); err != nil {
+	if err := Kept(recs, upTo, floor); err != nil {
 		return nil, err
 	}
-	if upTo.Before(recs[0].Event.Time) {
-		return nil, fmt.Errorf("%w: the earliest time available is %s", ErrBeforeHistory, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
-	}
 	return fold(recs, upTo), nil
+}
+
+// Kept is FoldKept's check alone, for a caller that folds the records
+// itself (New, then Apply), e.g. as it reads them.
+func Kept(recs []Record, upTo time.Time, floor uint64) error {
+	if upTo.IsZero() {
+		return nil
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("%w: the log is empty", ErrBeforeHistory)
+	}
+	if err := Exact(recs, upTo, upTo, floor); err != nil {
+		return err
+	}
+	if upTo.Before(recs[0].Event.Time) {
+		return fmt.Errorf("%w: the earliest time available is %s", ErrBeforeHistory, recs[0].Event.Time.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Exact reports, as ErrBeforeHistory, when folding recs up to from and

@@ -89,6 +89,9 @@ type Options struct {
 	// retention's gaps at or below it are answered past it
 	// (history.Exact).
 	Floor uint64
+	// Budget bounds the replay (budget.go): its steps, and a stop asked
+	// between them.
+	Budget
 }
 
 // Report is a what-if's answer.
@@ -184,7 +187,7 @@ func Run(recs []history.Record, o Options) (Report, error) {
 	if upTo.IsZero() {
 		start, err = history.Fold(nil, time.Time{})
 	} else {
-		start, err = history.FoldKept(recs, upTo, o.Floor)
+		start, err = foldKept(recs, upTo, o)
 	}
 	if err != nil {
 		return Report{}, err
@@ -745,6 +748,9 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 	slices.SortFunc(s.runs, func(a, b step) int { return cmp.Compare(a.seq, b.seq) })
 	s.busy = busySpans(runs, s.log, o.From)
 	for {
+		if err := s.within(o.Budget); err != nil {
+			return nil, err
+		}
 		// A timer due before the next step (or at its instant) fires
 		// first, at its own instant; what it admits may schedule steps
 		// before the one that was next.
@@ -772,6 +778,9 @@ func simulate(start *history.State, window []history.Record, d demand, subs map[
 		if after, ok := s.peek(); changed && (!ok || after.order.Sub(next.order) > Quiet) && !s.busy.holds(next) && !s.runSoon(next) {
 			s.settle(next.at)
 		}
+	}
+	if err := s.within(Budget{MaxSteps: o.MaxSteps}); err != nil {
+		return nil, err
 	}
 	s.tr.close()
 	return s, nil

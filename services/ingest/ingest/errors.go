@@ -91,6 +91,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// RFC 6750: say which scheme would have been accepted.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jetqueue"`)
 	}
+	if he.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
 	if he.status < 500 {
 		if kubernetesPath(r) {
 			writeJSON(w, he.status, asStatus(err, he, ""))

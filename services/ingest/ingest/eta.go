@@ -25,16 +25,31 @@ import (
 // time, reading only the events after the last one it applied when a
 // request comes. The first request after ingest starts reads the log from
 // its first event; a gap in the sequence (retention purged past it) or a
-// new stream starts the replica again from the first. The simulation runs
-// on a copy of the replica's engine, and only as far as a request needs:
-// until the workloads of the page asked for are admitted in it (eta.Sim),
-// so the first page of a large backlog costs the simulation up to its
-// last workload, and a later page goes on from there. One simulation
-// serves every request while the log has not grown, for etaFresh of the
-// clock; after that a new one starts on the same replica, reading nothing.
+// new stream starts the replica again from the first.
 //
-// An estimate at a point in time (?at=) folds the log up to it, as the
-// other history answers do, and the last such computation is kept too.
+// A snapshot is the pending workloads with their positions as of one
+// prefix of the log, and the start of a simulation from there. One
+// snapshot serves every request while the log has not grown, for
+// etaFresh of the clock; after that a new one is taken from the same
+// replica, reading nothing. The simulation runs only as far as a request
+// needs: until the workloads of the page asked for are admitted in it
+// (eta.Sim), so the first page of a large backlog costs the simulation up
+// to its last workload.
+//
+// The cache's lock is held to catch the replica up and to take a
+// snapshot (a copy of the engine), never while a simulation runs: each
+// request runs a simulation of its own, on its own copy, asking its
+// context between steps and within its step budget (heavy.go). It takes
+// the simulation parked on the snapshot by an earlier request (so that a
+// later page goes on from where the last stopped, even one stopped by its
+// budget or its client leaving) or, while another request runs that one,
+// starts its own; it parks what it ran unless the parked one went
+// further. A slow request thus delays no other: a request for an
+// estimate another has not reached yet computes it itself.
+//
+// An estimate at a point in time (?at=) folds the log up to it outside
+// the lock, as the other history answers do, and the last such snapshot
+// is kept too.
 
 // etaFresh is how long ETAs computed at the log's end are served while
 // the log has not grown.
@@ -43,9 +58,12 @@ const etaFresh = 10 * time.Second
 // MaxETAOffset bounds ?offset= of GET /v1/eta.
 const MaxETAOffset = 10_000_000
 
-// etaCache holds the replica and the last computations.
+// etaCache holds the replica and the last snapshots.
 type etaCache struct {
-	mu sync.Mutex
+	// lock guards what follows, and the snapshots' parked simulations:
+	// a channel of one, so that a request waiting for it can leave when
+	// its context ends.
+	lock chan struct{}
 	// replica is the present state folded up to seq, of the stream
 	// created at stream; nil before the first request.
 	replica *eta.Replica
@@ -53,27 +71,71 @@ type etaCache struct {
 	stream  time.Time
 	// read counts the events the replica has read, for tests.
 	read uint64
-	// last is the last computation at the log's end; lastAt the last at
-	// a point in time.
+	// last is the last snapshot at the log's end; lastAt the last at a
+	// point in time.
 	last, lastAt *etaSnapshot
 }
 
+// acquire takes the cache's lock, or ends with ctx.
+func (c *etaCache) acquire(ctx context.Context) error {
+	select {
+	case c.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *etaCache) release() { <-c.lock }
+
 // etaSnapshot is every pending workload, in ClusterQueue order with its
-// position and estimate, as of one prefix of the log.
+// position, as of one prefix of the log; read-only once made, but for
+// parked.
 type etaSnapshot struct {
 	at, now time.Time
 	lastSeq uint64
 	asOf    *AsOf
 	items   []etaItem
 	byKey   map[string]*etaItem
-	// sim is run on by each request as far as it needs, under the
-	// cache's lock; items hold no estimate (they grow as sim runs).
-	sim *eta.Sim
+	// start makes a simulation of this state; it may be called on
+	// several goroutines at once.
+	start func() *eta.Sim
+	// parked is the simulation run furthest by a request that ended,
+	// nil while a request runs it (under the cache's lock).
+	parked *eta.Sim
 }
 
-// etaView is what one request reads of the estimates, copied under the
-// cache's lock: the snapshot (positions), the estimates of the workloads
-// it picked, and the simulation's figures so far.
+// take hands the simulation parked on snap to one request, or a new one.
+func (c *etaCache) take(ctx context.Context, snap *etaSnapshot) (*eta.Sim, error) {
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	sim := snap.parked
+	snap.parked = nil
+	c.release()
+	if sim == nil {
+		// Outside the lock: a copy of the state, in proportion to it.
+		sim = snap.start()
+	}
+	return sim, nil
+}
+
+// park puts a simulation a request has run back on snap, unless the one
+// parked meanwhile went further (both start from the same state, so the
+// further one has every estimate the other has).
+func (c *etaCache) park(snap *etaSnapshot, sim *eta.Sim) {
+	// Not bounded by the request's context: parking is a few
+	// instructions, and what the request ran is kept for the next.
+	c.lock <- struct{}{}
+	if snap.parked == nil || sim.Taken() > snap.parked.Taken() {
+		snap.parked = sim
+	}
+	c.release()
+}
+
+// etaView is what one request reads of the estimates: the snapshot
+// (positions), the estimates of the workloads it picked, and the
+// simulation's figures so far.
 type etaView struct {
 	snap      *etaSnapshot
 	est       map[string]*eta.Estimate
@@ -83,12 +145,11 @@ type etaView struct {
 }
 
 // etaView runs the estimates as of at (zero: the log's end, now) until the
-// workloads pick names (from the snapshot, under the lock) have theirs.
+// workloads pick names (from the snapshot) have theirs, within the
+// request's step budget and life.
 func (s *Server) etaView(ctx context.Context, at time.Time, pick func(*etaSnapshot) []string) (*etaView, error) {
 	c := s.etaCache()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	snap, err := s.etasLocked(ctx, c, at)
+	snap, err := s.etaSnapshot(ctx, c, at)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +157,12 @@ func (s *Server) etaView(ctx context.Context, at time.Time, pick func(*etaSnapsh
 	if keys == nil {
 		keys = []string{}
 	}
-	res := snap.sim.Until(keys)
+	sim, err := c.take(ctx, snap)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sim.Within(keys, eta.Budget{Steps: etaSteps(s.heavy().lim.ETAWork, len(snap.items)), Stop: s.stopper(ctx, "eta")})
+	// Read before parking: once parked, another request may run it on.
 	v := &etaView{snap: snap, est: make(map[string]*eta.Estimate, len(keys)), steps: res.Steps, truncated: res.Truncated, unknown: res.UnknownRuns}
 	for _, k := range keys {
 		if e := res.Estimates[k]; e != nil {
@@ -104,7 +170,17 @@ func (s *Server) etaView(ctx context.Context, at time.Time, pick func(*etaSnapsh
 			v.est[k] = &cp
 		}
 	}
+	c.park(snap, sim)
+	if err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// etaSteps is the steps of simulation one request may take over a
+// snapshot of pending workloads (HeavyLimits.ETAWork), at least one.
+func etaSteps(work, pending int) int {
+	return max(1, work/max(1, pending))
 }
 
 // etaItem is one pending workload of GET /v1/eta.
@@ -120,13 +196,16 @@ type etaItem struct {
 var etaCaches sync.Map // *Server → *etaCache
 
 func (s *Server) etaCache() *etaCache {
-	c, _ := etaCaches.LoadOrStore(s, &etaCache{})
+	if c, ok := etaCaches.Load(s); ok {
+		return c.(*etaCache)
+	}
+	c, _ := etaCaches.LoadOrStore(s, &etaCache{lock: make(chan struct{}, 1)})
 	return c.(*etaCache)
 }
 
-// etasLocked returns the estimates' snapshot as of at (zero: the log's
-// end, now); the caller holds c.mu.
-func (s *Server) etasLocked(ctx context.Context, c *etaCache, at time.Time) (*etaSnapshot, error) {
+// etaSnapshot returns the estimates' snapshot as of at (zero: the log's
+// end, now).
+func (s *Server) etaSnapshot(ctx context.Context, c *etaCache, at time.Time) (*etaSnapshot, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
@@ -134,6 +213,10 @@ func (s *Server) etasLocked(ctx context.Context, c *etaCache, at time.Time) (*et
 	if !at.IsZero() {
 		return s.etasAt(ctx, c, info, at)
 	}
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	now := s.cfg.Now().UTC()
 	if l := c.last; l != nil && l.lastSeq == info.State.LastSeq && !now.Before(l.now) && now.Sub(l.now) < etaFresh {
 		return l, nil
@@ -141,13 +224,9 @@ func (s *Server) etasLocked(ctx context.Context, c *etaCache, at time.Time) (*et
 	if err := s.catchUp(ctx, c, info); err != nil {
 		return nil, err
 	}
-	sim, err := c.replica.Start(now)
-	if err != nil {
-		return nil, err
-	}
 	st := c.replica.State()
 	snap := newETASnapshot(st, time.Time{}, now, info.State.LastSeq)
-	snap.sim = sim
+	snap.start = c.replica.Starter(now)
 	snap.asOf = asOf(time.Time{}, st)
 	c.last = snap
 	return snap, nil
@@ -157,12 +236,14 @@ func (s *Server) etasLocked(ctx context.Context, c *etaCache, at time.Time) (*et
 // of copies of its state (eta.Replica.Builder).
 func (s *Server) presentState(ctx context.Context) (func() (*history.State, error), error) {
 	c := s.etaCache()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
 	}
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	if err := s.catchUp(ctx, c, info); err != nil {
 		return nil, err
 	}
@@ -173,7 +254,8 @@ func (s *Server) presentState(ctx context.Context) (func() (*history.State, erro
 // events after the last one it applied; it starts again from the first
 // event when there is no replica yet, the stream is another, or events it
 // has not read were removed. Events are applied as they are read: a read
-// cut short (the request's deadline) keeps what it applied for the next.
+// cut short (the request's context) keeps what it applied for the next.
+// The caller holds the cache's lock.
 func (s *Server) catchUp(ctx context.Context, c *etaCache, info *jetstream.StreamInfo) error {
 	first, last := info.State.FirstSeq, info.State.LastSeq
 	if c.replica == nil || !c.stream.Equal(info.Created) || c.seq > last || (info.State.Msgs > 0 && first > c.seq+1) {
@@ -187,7 +269,14 @@ func (s *Server) catchUp(ctx context.Context, c *etaCache, info *jetstream.Strea
 		from = first
 	}
 	gap := false
+	stop := s.stopper(ctx, "fold")
+	var stopErr error
 	err := s.scanLog(ctx, from, last, func(rec history.Record) bool {
+		if c.read%foldStopEvery == 0 {
+			if stopErr = stop(); stopErr != nil {
+				return false
+			}
+		}
 		c.read++
 		if c.seq != 0 && rec.Seq != c.seq+1 {
 			// Removed while the replica was behind: what it applied
@@ -202,6 +291,9 @@ func (s *Server) catchUp(ctx context.Context, c *etaCache, info *jetstream.Strea
 	if err != nil {
 		return err
 	}
+	if stopErr != nil {
+		return stopErr
+	}
 	if gap {
 		c.replica, c.seq = eta.NewReplica(), 0
 		return s.catchUp(ctx, c, info)
@@ -209,21 +301,37 @@ func (s *Server) catchUp(ctx context.Context, c *etaCache, info *jetstream.Strea
 	return nil
 }
 
-// etasAt computes the estimates at a point in time from the log up to it.
+// etasAt is the snapshot at a point in time, from the log folded up to
+// it (outside the cache's lock: two requests for the same new point may
+// both fold it).
 func (s *Server) etasAt(ctx context.Context, c *etaCache, info *jetstream.StreamInfo, at time.Time) (*etaSnapshot, error) {
-	if l := c.lastAt; l != nil && l.lastSeq == info.State.LastSeq && l.at.Equal(at) {
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	l := c.lastAt
+	c.release()
+	if l != nil && l.lastSeq == info.State.LastSeq && l.at.Equal(at) {
 		return l, nil
 	}
 	recs, st, err := s.stateAt(ctx, at)
 	if err != nil {
 		return nil, err
 	}
-	// The state is folded for this computation alone: the view of its
-	// workloads is taken before the simulation moves its engine.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	runs := eta.Recorded(recs, at)
 	snap := newETASnapshot(st, at, at, info.State.LastSeq)
 	snap.asOf = asOf(at, st)
-	snap.sim = eta.Start(st.Engine, eta.Recorded(recs, at), at)
+	// The state is folded for this snapshot alone: each simulation runs
+	// a copy of its engine, which none runs itself.
+	base := st.Engine
+	snap.start = func() *eta.Sim { return eta.Start(base.Clone(), runs, at) }
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
 	c.lastAt = snap
+	c.release()
 	return snap, nil
 }
 
@@ -304,6 +412,11 @@ func (s *Server) pendingETAs(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	release, err := s.heavySeat(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer release()
 	items := []etaItem{}
 	total := 0
 	v, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
@@ -326,7 +439,7 @@ func (s *Server) pendingETAs(r *http.Request) (int, any, error) {
 		return keys
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, s.heavyError(err)
 	}
 	vis := s.visibility(r)
 	for i := range items {
@@ -350,6 +463,11 @@ func intParam(v, field string, def, lo, hi int) (int, error) {
 // withETA adds each pending item's estimate to a page of workloads
 // (GET /v1/workloads?eta=true).
 func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Time) ([]any, error) {
+	release, err := s.heavySeat(r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	positions := map[string]int{}
 	ev, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
 		var keys []string
@@ -363,7 +481,7 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 		return keys
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.heavyError(err)
 	}
 	vis := s.visibility(r)
 	out := make([]any, 0, len(items))
@@ -384,7 +502,7 @@ func (s *Server) withETA(r *http.Request, items []store.WorkloadView, at time.Ti
 }
 
 // etaOf is a pending workload's estimate for explain, as the caller may
-// see it; nil when it is not pending.
+// see it; nil when it is not pending. The caller holds a heavy seat.
 func (s *Server) etaOf(r *http.Request, key string, at time.Time) (*eta.Estimate, error) {
 	v, err := s.etaView(r.Context(), at, func(snap *etaSnapshot) []string {
 		if snap.byKey[key] == nil {

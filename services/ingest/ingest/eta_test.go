@@ -188,8 +188,10 @@ func TestETAStartsFromTheReplica(t *testing.T) {
 	}
 	read := func() uint64 {
 		c := f.etaCache()
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		if err := c.acquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer c.release()
 		return c.read
 	}
 

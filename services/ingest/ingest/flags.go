@@ -46,4 +46,5 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.Int64Var(&c.Submit.MaxBytes, "submit-max-bytes", DefaultSubmitLimits.MaxBytes, "most bytes waiting in JQ_SUBMIT; a publish beyond is refused")
 	fs.Int64Var(&c.Submit.MaxMsgsPerNamespace, "submit-max-msgs-per-namespace", DefaultSubmitLimits.MaxMsgsPerNamespace, "most submissions of one namespace waiting in JQ_SUBMIT; its publish beyond is refused (docs/security.md)")
 	fs.Int64Var(&c.Submit.MaxMsgSize, "submit-max-msg-size", DefaultSubmitLimits.MaxMsgSize, "largest durable submission accepted into JQ_SUBMIT, in bytes, headers included; a larger publish is refused")
+	registerHeavyFlags(fs, c)
 }

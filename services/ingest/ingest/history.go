@@ -37,9 +37,21 @@ const MaxReplayEvents = 1_000_000
 // replayTimeout bounds the time one request spends reading the log.
 const replayTimeout = 60 * time.Second
 
+// foldStopEvery is how many events a fold applies between two questions
+// to its stop (heavy.go): an event costs microseconds, a question next to
+// nothing.
+const foldStopEvery = 256
+
 // readLog reads JQ_EVENTS in order up to its last sequence when the read
 // begins, stopping at the first event after upTo (zero: none).
 func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record, error) {
+	return s.foldLog(ctx, upTo, nil)
+}
+
+// foldLog is readLog handing each record up to upTo to fold as it is
+// read (the fold goes on beside the decoding), and stopping when the
+// request's context ends.
+func (s *Server) foldLog(ctx context.Context, upTo time.Time, fold func(history.Record)) ([]history.Record, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the stream's state: %w", err)
@@ -53,12 +65,26 @@ func (s *Server) readLog(ctx context.Context, upTo time.Time) ([]history.Record,
 			fmt.Sprintf("the log holds %d events; a point-in-time or counterfactual answer replays at most %d", n, MaxReplayEvents))
 	}
 	out := make([]history.Record, 0, min(last-first+1, 1<<16))
+	stop := s.stopper(ctx, "fold")
+	var stopErr error
 	err = s.scanLog(ctx, first, last, func(r history.Record) bool {
+		if len(out)%foldStopEvery == 0 {
+			if stopErr = stop(); stopErr != nil {
+				return false
+			}
+		}
 		out = append(out, r)
 		// Kept: the first event after upTo tells Fold where the history
 		// starts when nothing precedes.
-		return upTo.IsZero() || !r.Event.Time.After(upTo)
+		in := upTo.IsZero() || !r.Event.Time.After(upTo)
+		if in && fold != nil {
+			fold(r)
+		}
+		return in
 	})
+	if err == nil {
+		err = stopErr
+	}
 	return out, err
 }
 
@@ -180,8 +206,13 @@ func (s *Server) stateAt(ctx context.Context, at time.Time) ([]history.Record, *
 
 // stateAtFloor is stateAt, with the purge floor the fold was checked
 // against.
+//
+// The log is folded as it is read (history.FoldKept, its check made once
+// the floor is known), and the fold stops when the request's context
+// ends.
 func (s *Server) stateAtFloor(ctx context.Context, at time.Time) ([]history.Record, *history.State, uint64, error) {
-	recs, err := s.readLog(ctx, at)
+	st := history.New()
+	recs, err := s.foldLog(ctx, at, st.Apply)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -191,11 +222,50 @@ func (s *Server) stateAtFloor(ctx context.Context, at time.Time) ([]history.Reco
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	st, err := history.FoldKept(recs, at, floor)
+	err = history.Kept(recs, at, floor)
 	if errors.Is(err, history.ErrBeforeHistory) {
 		return nil, nil, 0, fail(http.StatusGone, "", "at", s.purged(ctx, err, floor).Error())
 	}
-	return recs, st, floor, err
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return recs, st, floor, nil
+}
+
+// neverExisted says, without folding the log, that a workload did not
+// exist at at: no event of the kept log is on its subject, and the fold
+// up to at would be exact (history.Kept) without it. Any doubt (a purged
+// log the fold might not reach past the floor, a time before the log)
+// answers false, and the fold decides.
+func (s *Server) neverExisted(ctx context.Context, ns, name string, at time.Time) (bool, error) {
+	_, err := s.stream.GetLastMsgForSubject(ctx, events.WorkloadSubject(ns, name))
+	if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Found, or not known.
+		return false, nil
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the stream's state: %w", err)
+	}
+	if info.State.Msgs == 0 || at.Before(info.State.FirstTime) {
+		return false, nil
+	}
+	floor, err := bus.PurgeFloor(ctx, s.js)
+	if err != nil {
+		return false, err
+	}
+	if floor == 0 {
+		// Never purged: the events on its subject are all it ever had.
+		return info.State.FirstSeq == 1, nil
+	}
+	// Purged: only the history of a workload that ended at or below the
+	// floor is gone, so one whose fold up to at reaches the floor holds
+	// none of it.
+	m, err := s.stream.GetMsg(ctx, floor)
+	if err != nil {
+		return false, nil
+	}
+	return !m.Time.After(at), nil
 }
 
 // purged completes a history.PurgedError whose records (read up to the
@@ -290,12 +360,33 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 		}
 		return http.StatusOK, s.visibility(r).explanation(ex), nil
 	}
+	if !at.IsZero() {
+		if none, err := s.neverExisted(r.Context(), ns, name, at); err != nil {
+			return 0, nil, err
+		} else if none {
+			return 0, nil, fail(http.StatusNotFound, "Workload/"+ns+"/"+name, "", "did not exist at "+at.Format(time.RFC3339Nano))
+		}
+	}
+	release, err := s.heavySeat(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer release()
+	code, out, err := s.explainComputed(r, key, at, cf, withETA)
+	return code, out, s.heavyError(err)
+}
+
+// explainComputed is explainHistory's answer once it holds a heavy seat.
+func (s *Server) explainComputed(r *http.Request, key string, at time.Time, cf, withETA bool) (int, any, error) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
 	// Both the explanation and the counterfactuals come from one state:
 	// the log folded up to at, or, at its end, a copy of the state ingest
 	// keeps up to date (eta.Replica), which reads only the events since
-	// the last request instead of the whole log.
+	// the last request instead of the whole log. The counterfactuals'
+	// probes run copies of it.
 	var st *history.State
 	var build func() (*history.State, error)
+	var err error
 	if at.IsZero() {
 		if build, err = s.presentState(r.Context()); err != nil {
 			return 0, nil, err
@@ -304,18 +395,16 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 			return 0, nil, err
 		}
 	} else {
-		recs, folded, floor, err := s.stateAtFloor(r.Context(), at)
+		_, folded, _, err := s.stateAtFloor(r.Context(), at)
 		if err != nil {
 			return 0, nil, err
 		}
+		// folded is this request's own and nothing runs its engine: the
+		// explanation reads it, each probe runs a copy (as at the log's
+		// end, eta.Replica.Builder), rather than folding the log again.
 		st = folded
-		// Each probe folds the log again: only what the live workloads
-		// depend on.
-		live, err := history.CompactKept(recs, at, floor)
-		if err != nil {
-			return 0, nil, err
-		}
-		build = history.Builder(live, at)
+		base := folded.Engine
+		build = func() (*history.State, error) { return folded.With(base.Clone()), nil }
 	}
 	w := st.Engine.Workload(key)
 	if w == nil {
@@ -338,14 +427,19 @@ func (s *Server) explainHistory(r *http.Request) (int, any, error) {
 	if now.IsZero() {
 		now = s.cfg.Now().UTC()
 	}
+	// The probes run on more than one core only with seats nobody waits
+	// for (heavy.go).
+	extra, release := s.extraSeats(counterfactualWorkers - 1)
+	defer release()
+	b := counterfactual.Budget{Stop: s.stopper(r.Context(), "counterfactual"), Workers: 1 + extra}
 	var res counterfactual.Result
 	if at.IsZero() {
 		// st is a copy of the replica's build made, read by now: the
 		// search's own first copy.
-		res, err = counterfactual.SearchFrom(st, build, key, now)
+		res, err = counterfactual.SearchFromWithin(st, build, key, now, b)
 	} else {
-		// st is the whole log folded, the probes fold its compaction.
-		res, err = counterfactual.Search(build, key, now)
+		// st is read by the explanation: the search makes its own copy.
+		res, err = counterfactual.SearchWithin(build, key, now, b)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -445,9 +539,14 @@ func before(a, b *engine.Workload) bool {
 // listAt is GET /v1/workloads?at=: the same filters and paging, from the
 // log folded up to at. The cursor is the last key of the page.
 func (s *Server) listAt(r *http.Request, f store.Filter, at time.Time) (int, any, error) {
-	_, st, err := s.stateAt(r.Context(), at)
+	release, err := s.heavySeat(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	defer release()
+	_, st, err := s.stateAt(r.Context(), at)
+	if err != nil {
+		return 0, nil, s.heavyError(err)
 	}
 	if f.Limit == 0 {
 		f.Limit = 100
@@ -485,9 +584,14 @@ func (s *Server) listAt(r *http.Request, f store.Filter, at time.Time) (int, any
 
 // clusterQueuesAt is GET /v1/clusterqueues[/{name}]?at=.
 func (s *Server) clusterQueuesAt(r *http.Request, name string, at time.Time) (int, any, error) {
-	_, st, err := s.stateAt(r.Context(), at)
+	release, err := s.heavySeat(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	defer release()
+	_, st, err := s.stateAt(r.Context(), at)
+	if err != nil {
+		return 0, nil, s.heavyError(err)
 	}
 	type summary struct {
 		store.ClusterQueueSummary

@@ -59,6 +59,8 @@ type Config struct {
 	Retention *retention.Options
 	// Submit bounds JQ_SUBMIT; nil means its defaults.
 	Submit *SubmitLimits
+	// Heavy bounds the heavy reads (heavy.go); nil means its defaults.
+	Heavy *HeavyLimits
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
 	// Listening, when set, receives the HTTP address once it listens.

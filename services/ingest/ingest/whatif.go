@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -46,17 +47,25 @@ func (s *Server) whatIf(r *http.Request) (int, any, error) {
 	if err := validateConfig(objs); err != nil {
 		return 0, nil, err
 	}
-	recs, err := s.readLog(r.Context(), to)
+	release, err := s.heavySeat(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	defer release()
+	recs, err := s.readLog(r.Context(), to)
+	if err != nil {
+		return 0, nil, s.heavyError(err)
 	}
 	// Read after the log, as stateAt does.
 	floor, err := bus.PurgeFloor(r.Context(), s.js)
 	if err != nil {
 		return 0, nil, err
 	}
-	rep, err := whatif.Run(recs, whatif.Options{From: from, To: to, Config: objs, Top: top, Floor: floor})
+	rep, err := whatif.Run(recs, whatif.Options{From: from, To: to, Config: objs, Top: top, Floor: floor,
+		Budget: whatif.Budget{MaxSteps: s.heavy().lim.WhatIfSteps, Stop: s.stopper(r.Context(), "whatif")}})
 	switch {
+	case errors.Is(err, whatif.ErrBudget), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return 0, nil, s.heavyError(err)
 	case errors.Is(err, history.ErrBeforeHistory):
 		return 0, nil, fail(http.StatusGone, "", "from", s.purged(r.Context(), err, floor).Error())
 	case errors.Is(err, whatif.ErrWindow):

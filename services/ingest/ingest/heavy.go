@@ -1,0 +1,230 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/jetqueue/jetqueue/libs/api"
+	"github.com/jetqueue/jetqueue/libs/eta"
+	"github.com/jetqueue/jetqueue/libs/whatif"
+)
+
+// Heavy reads simulate or replay: ETAs (GET /v1/eta, ?eta=true), explain
+// with ?at= or counterfactuals, lists and ClusterQueues at a point in
+// time, what-ifs. Over a large backlog each costs seconds of CPU, where
+// every other request is a query of the projection. As the Kubernetes API
+// server's priority and fairness gives each flow a share of its seats,
+// they get a bounded share of ingest, so that one tenant's backlog does
+// not slow another tenant's reads, nor, on a small machine, admission:
+//
+//	request ──the caller's share: PerCaller in flight or waiting── full: 429
+//	        ──a seat: Global at once, waited for in order, at most
+//	          QueueWait and the request's life─────────────────── none: 503
+//	        ──the computation, bounded in steps (ETAWork, WhatIfSteps,
+//	          counterfactual.MaxProbes, MaxReplayEvents), asking the
+//	          request's context between steps── past its budget: 503;
+//	          the client gone: it stops
+//
+// A seat is about one core: a counterfactual search runs its probes on
+// more goroutines only with seats nobody waits for (extraSeats).
+
+// counterfactualWorkers is the most probes one counterfactual search runs
+// at once, seats permitting.
+const counterfactualWorkers = 4
+
+// HeavyLimits bound the heavy reads (docs/limits.md).
+type HeavyLimits struct {
+	// Global is how many heavy reads run at once on this server.
+	Global int
+	// PerCaller is how many one identity may have running or waiting.
+	PerCaller int
+	// QueueWait is the longest a read waits for a seat (negative: none).
+	QueueWait time.Duration
+	// ETAWork bounds the simulation of one ETA request, in steps times
+	// pending workloads: a step's cost grows with the pending workloads
+	// (each run of the core goes over them), so that the bound is about
+	// as much CPU over a small backlog as over a large one.
+	ETAWork int
+	// WhatIfSteps bounds the simulated steps of one what-if.
+	WhatIfSteps int
+}
+
+// DefaultHeavyLimits are the flags' defaults: a seat per core but one
+// (at most 4), so that heavy reads never take every core from the
+// deciders sharing the machine.
+var DefaultHeavyLimits = HeavyLimits{
+	Global:      min(max(runtime.GOMAXPROCS(0)-1, 1), 4),
+	PerCaller:   2,
+	QueueWait:   2 * time.Second,
+	ETAWork:     200_000,
+	WhatIfSteps: 200_000,
+}
+
+// withDefaults fills the limits left at zero (a Config built in code).
+func (l HeavyLimits) withDefaults() HeavyLimits {
+	d := DefaultHeavyLimits
+	for _, f := range []struct{ v, def *int }{{&l.Global, &d.Global}, {&l.PerCaller, &d.PerCaller},
+		{&l.ETAWork, &d.ETAWork}, {&l.WhatIfSteps, &d.WhatIfSteps}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	switch {
+	case l.QueueWait == 0:
+		l.QueueWait = d.QueueWait
+	case l.QueueWait < 0:
+		l.QueueWait = 0 // no wait
+	}
+	return l
+}
+
+// registerHeavyFlags declares the heavy reads' flags (RegisterFlags).
+func registerHeavyFlags(fs *flag.FlagSet, c *Config) {
+	h := DefaultHeavyLimits
+	c.Heavy = &h
+	positive := func(name, usage string, p *int) {
+		fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *p), func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("must be a positive integer")
+			}
+			*p = n
+			return nil
+		})
+	}
+	positive("heavy-reads", "heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) computed at once; one more waits for a seat, then gets 503", &h.Global)
+	positive("heavy-reads-per-caller", "heavy reads one identity may have running or waiting; one more gets 429", &h.PerCaller)
+	fs.DurationVar(&h.QueueWait, "heavy-read-queue-wait", h.QueueWait, "longest a heavy read waits for a seat before 503")
+	positive("heavy-read-eta-work", "simulation one ETA request may run before 503, in steps times pending workloads (a retry goes on from there)", &h.ETAWork)
+	positive("heavy-read-whatif-steps", "simulated steps one what-if may take before 503", &h.WhatIfSteps)
+}
+
+// heavyState is a server's limiter, and the test hook of its
+// computations' steps.
+type heavyState struct {
+	lim   HeavyLimits
+	seats *semaphore.Weighted
+	mu    sync.Mutex
+	// callers counts each identity's reads running or waiting.
+	callers map[string]int
+	// step, when set (tests), runs before each step of a computation
+	// with what it is ("eta", "fold", "counterfactual", "whatif") and
+	// the request's context.
+	step func(ctx context.Context, what string)
+}
+
+var heavyStates sync.Map // *Server → *heavyState
+
+func (s *Server) heavy() *heavyState {
+	if h, ok := heavyStates.Load(s); ok {
+		return h.(*heavyState)
+	}
+	lim := DefaultHeavyLimits
+	if s.cfg.Heavy != nil {
+		lim = s.cfg.Heavy.withDefaults()
+	}
+	h, _ := heavyStates.LoadOrStore(s, &heavyState{lim: lim, seats: semaphore.NewWeighted(int64(lim.Global)), callers: map[string]int{}})
+	return h.(*heavyState)
+}
+
+// heavySeat takes a seat for one heavy read of r's caller, or answers 429
+// (the caller's share is full) or 503 (no seat within QueueWait). The
+// caller calls release once the read is computed.
+func (s *Server) heavySeat(r *http.Request) (release func(), err error) {
+	u, err := s.caller(r)
+	if err != nil {
+		return nil, err
+	}
+	h := s.heavy()
+	h.mu.Lock()
+	if h.callers[u.Name] >= h.lim.PerCaller {
+		h.mu.Unlock()
+		return nil, fail(http.StatusTooManyRequests, "", "", fmt.Sprintf(
+			"too many heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) of yours at once: at most %d; retry once one has answered", h.lim.PerCaller))
+	}
+	h.callers[u.Name]++
+	h.mu.Unlock()
+	left := func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.callers[u.Name]--; h.callers[u.Name] <= 0 {
+			delete(h.callers, u.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.lim.QueueWait)
+	defer cancel()
+	if !h.seats.TryAcquire(1) {
+		if err := h.seats.Acquire(ctx, 1); err != nil {
+			left()
+			if r.Context().Err() != nil {
+				return nil, stopped(r.Context().Err())
+			}
+			return nil, fail(http.StatusServiceUnavailable, "", "", fmt.Sprintf(
+				"the server computes %d heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) at once and none ended within %s; retry later", h.lim.Global, h.lim.QueueWait))
+		}
+	}
+	return func() {
+		h.seats.Release(1)
+		left()
+	}, nil
+}
+
+// extraSeats takes up to n more seats that nobody waits for, for a
+// computation that can use more than one core; release gives them back.
+func (s *Server) extraSeats(n int) (got int, release func()) {
+	h := s.heavy()
+	for got < n && h.seats.TryAcquire(1) {
+		got++
+	}
+	return got, func() { h.seats.Release(int64(got)) }
+}
+
+// stopper is the Stop of a computation of the request whose context is
+// ctx: what the budgets of libs/eta, libs/counterfactual and libs/whatif
+// ask between steps, so that the core itself reads no clock.
+func (s *Server) stopper(ctx context.Context, what string) func() error {
+	h := s.heavy()
+	return func() error {
+		if h.step != nil {
+			h.step(ctx, what)
+		}
+		return ctx.Err()
+	}
+}
+
+// stopped answers a computation stopped by its request's context: the
+// client left (nobody reads the answer) or the deadline passed. 503, as
+// a retry may succeed.
+func stopped(err error) error {
+	return &httpError{status: http.StatusServiceUnavailable, cause: err,
+		errs: []api.FieldError{{Message: "the request ended before its answer was computed; retry"}}}
+}
+
+// heavyError maps what stops a heavy computation to its answer; other
+// errors are returned as they are.
+func (s *Server) heavyError(err error) error {
+	lim := s.heavy().lim
+	var he *httpError
+	switch {
+	case err == nil || errors.As(err, &he):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return stopped(err)
+	case errors.Is(err, eta.ErrBudget):
+		return &httpError{status: http.StatusServiceUnavailable, cause: err, errs: []api.FieldError{{Message: fmt.Sprintf(
+			"the estimates asked for need more simulation than one request may run (--heavy-read-eta-work %d, in steps times pending workloads); retry: while the log does not change, the next request goes on from where this one stopped", lim.ETAWork)}}}
+	case errors.Is(err, whatif.ErrBudget):
+		return &httpError{status: http.StatusServiceUnavailable, cause: err, errs: []api.FieldError{{Message: fmt.Sprintf(
+			"the what-if needs more than %d simulated steps (--heavy-read-whatif-steps); ask for a shorter window", lim.WhatIfSteps)}}}
+	}
+	return err
+}
