@@ -116,7 +116,14 @@ type secured struct {
 // from the environment, as compose and Kubernetes give them) and the
 // services as their users. The system's own probes (scan, withJS) connect
 // as admission, a service user.
-func startSecured(t *testing.T) *secured {
+func startSecured(t *testing.T) *secured { return startSecuredWith(t, "", "") }
+
+// startSecuredWith is startSecured with more of the policy (policy,
+// RBAC YAML appended to the shipped roles and securedPolicy) and HTTP
+// users (tokens, kube-apiserver's static token CSV): a request with one
+// of the tokens acts as its user, one without acts as the anonymous
+// administrator.
+func startSecuredWith(t testing.TB, policy, tokens string) *secured {
 	t.Helper()
 	ids := map[string]bus.Identity{}
 	users := append(append(append([]string{}, natsconf.Services...), natsconf.NodesUser), natsconf.ShippedNamespaces...)
@@ -134,13 +141,20 @@ func startSecured(t *testing.T) *secured {
 	probe.User = url.UserPassword("admission", ids["admission"].Password)
 	s := &secured{system: &system{t: t, nats: probe.String(), db: testenv.Postgres(t)}, url: srv.ClientURL(), ids: ids}
 	t.Cleanup(s.close)
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
 	roles, err := os.ReadFile("../deploy/auth/roles.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(policy, append(append(roles, "\n---\n"...), securedPolicy...), 0o600); err != nil {
+	if err := os.WriteFile(policyFile, append(append(roles, "\n---\n"...), securedPolicy+"\n---\n"+policy...), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	authOpts := auth.Options{Anonymous: true, AuthorizationPolicyFile: policyFile}
+	if tokens != "" {
+		authOpts.TokenAuthFile = filepath.Join(t.TempDir(), "tokens.csv")
+		if err := os.WriteFile(authOpts.TokenAuthFile, []byte(tokens), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	member := func(svc string) bus.Member {
 		return bus.Member{NATSURL: s.url, Identity: ids[svc], Shard: svc + "-0", Instance: "a", LeaseTTL: 2 * time.Second}
@@ -157,7 +171,7 @@ func startSecured(t *testing.T) *secured {
 	addr := make(chan string, 1)
 	s.run("ingest", func(ctx context.Context, rt *service.Runtime) error {
 		return ingest.Run(ctx, rt, ingest.Config{NATSURL: s.url, NATS: ids["ingest"], DatabaseURL: s.db, HTTPAddr: "127.0.0.1:0",
-			Auth: auth.Options{Anonymous: true, AuthorizationPolicyFile: policy}, Listening: func(a string) { addr <- a }})
+			Auth: authOpts, Listening: func(a string) { addr <- a }})
 	})
 	select {
 	case a := <-addr:
