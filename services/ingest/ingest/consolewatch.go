@@ -86,7 +86,7 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 	}
 	configs := s.authorize(r, rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}) == nil
 	vis := s.visibility(r)
-	release, err := s.streamSlot(w, r, consoleStream, maxWatchers)
+	release, err := s.streamSlot(r, consoleStream, maxWatchers)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

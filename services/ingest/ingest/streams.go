@@ -3,7 +3,6 @@ package ingest
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/jetqueue/jetqueue/libs/auth"
@@ -17,11 +16,6 @@ import (
 // in a loop fills only their own share and every other caller still gets
 // theirs. Under --anonymous every caller without a credential is one
 // identity, system:anonymous, and shares one share.
-
-// streamRetryAfter is what a caller whose share is full is told to wait,
-// in seconds: long enough not to spin, short enough for a console tab
-// that closed a stream.
-const streamRetryAfter = 5
 
 // streamKind is one kind of stream, with its wording.
 type streamKind struct {
@@ -45,9 +39,9 @@ func callerIdentity(u auth.User) string {
 
 // streamSlot takes a place for one more stream of kind, of at most
 // total on this server; it answers 429 (with Retry-After) when the
-// caller's share is full and 503 when the server's is. The returned func
-// gives the place back.
-func (s *Server) streamSlot(w http.ResponseWriter, r *http.Request, kind streamKind, total int) (func(), error) {
+// caller's share is full and 503 when the server's is (writeError sets
+// Retry-After on both). The returned func gives the place back.
+func (s *Server) streamSlot(r *http.Request, kind streamKind, total int) (func(), error) {
 	u, err := s.caller(r)
 	if err != nil {
 		return nil, err
@@ -61,7 +55,6 @@ func (s *Server) streamSlot(w http.ResponseWriter, r *http.Request, kind streamK
 		s.watches = map[string]int{}
 	}
 	if s.watches[key] >= perCaller {
-		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
 		return nil, fail(http.StatusTooManyRequests, "", kind.name,
 			fmt.Sprintf("too many %s: this caller holds %d, the most one caller may (--max-watches-per-caller); close one or try again later", kind.plural, perCaller))
 	}

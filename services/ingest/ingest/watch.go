@@ -81,7 +81,7 @@ func (s *Server) watchObjects(w http.ResponseWriter, r *http.Request, d resource
 	if err := s.authorizeRead(r, &q, "watch"); err != nil {
 		return err
 	}
-	release, err := s.streamSlot(w, r, objectWatch, maxWatches)
+	release, err := s.streamSlot(r, objectWatch, maxWatches)
 	if err != nil {
 		return err
 	}
