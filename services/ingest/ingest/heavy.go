@@ -43,7 +43,8 @@ const counterfactualWorkers = 4
 
 // HeavyLimits bound the heavy reads (docs/limits.md).
 type HeavyLimits struct {
-	// Global is how many heavy reads run at once on this server.
+	// Global is how many heavy reads run at once on this server; 0:
+	// autoSeats.
 	Global int
 	// PerCaller is how many one identity may have running or waiting.
 	PerCaller int
@@ -58,21 +59,26 @@ type HeavyLimits struct {
 	WhatIfSteps int
 }
 
-// DefaultHeavyLimits are the flags' defaults: a seat per core but one
-// (at most 4), so that heavy reads never take every core from the
-// deciders sharing the machine.
+// DefaultHeavyLimits are the flags' defaults. Global 0 is autoSeats.
 var DefaultHeavyLimits = HeavyLimits{
-	Global:      min(max(runtime.GOMAXPROCS(0)-1, 1), 4),
+	Global:      0,
 	PerCaller:   2,
-	QueueWait:   2 * time.Second,
-	ETAWork:     200_000,
+	QueueWait:   5 * time.Second,
+	ETAWork:     100_000,
 	WhatIfSteps: 200_000,
 }
+
+// autoSeats is a seat per core but one, from 1 to 4: heavy reads never
+// take every core from the deciders sharing a small machine.
+func autoSeats() int { return min(max(runtime.GOMAXPROCS(0)-1, 1), 4) }
 
 // withDefaults fills the limits left at zero (a Config built in code).
 func (l HeavyLimits) withDefaults() HeavyLimits {
 	d := DefaultHeavyLimits
-	for _, f := range []struct{ v, def *int }{{&l.Global, &d.Global}, {&l.PerCaller, &d.PerCaller},
+	if l.Global <= 0 {
+		l.Global = autoSeats()
+	}
+	for _, f := range []struct{ v, def *int }{{&l.PerCaller, &d.PerCaller},
 		{&l.ETAWork, &d.ETAWork}, {&l.WhatIfSteps, &d.WhatIfSteps}} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -91,21 +97,35 @@ func (l HeavyLimits) withDefaults() HeavyLimits {
 func registerHeavyFlags(fs *flag.FlagSet, c *Config) {
 	h := DefaultHeavyLimits
 	c.Heavy = &h
-	positive := func(name, usage string, p *int) {
-		fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *p), func(v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return fmt.Errorf("must be a positive integer")
-			}
-			*p = n
-			return nil
-		})
-	}
-	positive("heavy-reads", "heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) computed at once; one more waits for a seat, then gets 503", &h.Global)
+	positive := func(name, usage string, p *int) { fs.Var(&intAtLeast{p: p, least: 1}, name, usage) }
+	fs.Var(&intAtLeast{p: &h.Global}, "heavy-reads", "heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) computed at once; one more waits for a seat, then gets 503 (0: a seat per core but one, from 1 to 4)")
 	positive("heavy-reads-per-caller", "heavy reads one identity may have running or waiting; one more gets 429", &h.PerCaller)
 	fs.DurationVar(&h.QueueWait, "heavy-read-queue-wait", h.QueueWait, "longest a heavy read waits for a seat before 503")
 	positive("heavy-read-eta-work", "simulation one ETA request may run before 503, in steps times pending workloads (a retry goes on from there)", &h.ETAWork)
 	positive("heavy-read-whatif-steps", "simulated steps one what-if may take before 503", &h.WhatIfSteps)
+}
+
+// intAtLeast is an integer flag that refuses values below least: a limit
+// of 0 would mean no read at all, not "unlimited".
+type intAtLeast struct {
+	p     *int
+	least int
+}
+
+func (f *intAtLeast) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f *intAtLeast) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < f.least {
+		return fmt.Errorf("must be an integer of at least %d", f.least)
+	}
+	*f.p = n
+	return nil
 }
 
 // heavyState is a server's limiter, and the test hook of its
@@ -130,8 +150,9 @@ func (s *Server) heavy() *heavyState {
 	}
 	lim := DefaultHeavyLimits
 	if s.cfg.Heavy != nil {
-		lim = s.cfg.Heavy.withDefaults()
+		lim = *s.cfg.Heavy
 	}
+	lim = lim.withDefaults()
 	h, _ := heavyStates.LoadOrStore(s, &heavyState{lim: lim, seats: semaphore.NewWeighted(int64(lim.Global)), callers: map[string]int{}})
 	return h.(*heavyState)
 }

@@ -30,8 +30,8 @@ import (
 // (one workload of his own queue) alone, then while alice, with
 // HEAVY_BACKLOG (default 2000) workloads pending in her own queue, asks
 // for the ETAs of her backlog's last page and counterfactuals of its last
-// workload as fast as she is answered, from HEAVY_NOISY (default 4)
-// clients. Both figures come from one run, under the default limits
+// workload as fast as she is answered (waiting Retry-After when refused,
+// as jqctl does), from HEAVY_NOISY (default 4) clients. Both figures come from one run, under the default limits
 // (heavy.go). Run with
 //
 //	cd services/ingest && go test -run='^$' -bench=QuietTenantBesideNoisy -benchtime=1x ./ingest
@@ -90,6 +90,13 @@ func BenchmarkQuietTenantBesideNoisy(b *testing.B) {
 					mu.Lock()
 					codes[code]++
 					mu.Unlock()
+					if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+						// As jqctl does: never sooner than Retry-After.
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Second):
+						}
+					}
 				}
 			})
 		}

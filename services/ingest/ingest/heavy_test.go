@@ -1,18 +1,25 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jetqueue/jetqueue/libs/auth"
+	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/counterfactual"
+	"github.com/jetqueue/jetqueue/libs/engine"
+	"github.com/jetqueue/jetqueue/libs/history"
 )
 
 // heavyBacklog is how many of team-a's workloads queue one after another
@@ -350,5 +357,94 @@ func TestPointInTimeOfNoWorkloadFoldsNothing(t *testing.T) {
 	defer mu.Unlock()
 	if folds == 0 {
 		t.Errorf("the hook saw no fold: it counts nothing")
+	}
+}
+
+// TestPointInTimeCounterfactualsAsTheLog: explain ?at= with
+// counterfactuals, whose probes run copies of the folded state, finds the
+// changes a search folding the log compacted up to that time finds.
+func TestPointInTimeCounterfactualsAsTheLog(t *testing.T) {
+	f := newFrontDoor(t)
+	log := etaLog(t, 120, 17)
+	for _, r := range log {
+		if _, _, err := bus.Publish(t.Context(), f.js, r.Event, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := log[len(log)*2/3].Event.Time
+	f.cfg.Now = func() time.Time { return log[len(log)-1].Event.Time.Add(time.Minute) }
+	st, err := history.Fold(log, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := history.Compact(log, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for k, w := range st.Engine.Workloads() {
+		if w.Status == engine.Pending {
+			pending = append(pending, k)
+		}
+	}
+	slices.Sort(pending)
+	found := 0
+	for _, k := range pending[:min(4, len(pending))] {
+		want, err := counterfactual.Search(history.Builder(live, at), k, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, body := f.do(t, "GET", "/v1/workloads/"+k+"/explain?counterfactual=true&eta=false&at="+at.Format(time.RFC3339Nano), nil, "")
+		if code != http.StatusOK {
+			t.Fatalf("explain %s: %d %s", k, code, body)
+		}
+		var got struct {
+			Counterfactuals json.RawMessage `json:"counterfactuals"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		var g bytes.Buffer
+		if err := json.Compact(&g, got.Counterfactuals); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w, g.Bytes()) {
+			t.Fatalf("%s at %s: counterfactuals\n%s\nwant (compacted log)\n%s", k, at, g.Bytes(), w)
+		}
+		if len(want.Changes) > 0 {
+			found++
+		}
+	}
+	if found < 2 {
+		t.Fatalf("%d of %d searches found changes: the log is too easy", found, len(pending))
+	}
+}
+
+// TestHeavyFlags: the flags set the limits, refuse what is not positive,
+// and default to DefaultHeavyLimits.
+func TestHeavyFlags(t *testing.T) {
+	parse := func(args ...string) (*Config, error) {
+		fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c Config
+		RegisterFlags(fs, &c)
+		return &c, fs.Parse(args)
+	}
+	c, err := parse()
+	if err != nil || *c.Heavy != DefaultHeavyLimits {
+		t.Fatalf("defaults: %+v %v", c.Heavy, err)
+	}
+	c, err = parse("--heavy-reads=3", "--heavy-reads-per-caller=1", "--heavy-read-eta-work=10", "--heavy-read-whatif-steps=7", "--heavy-read-queue-wait=1s")
+	if want := (HeavyLimits{Global: 3, PerCaller: 1, ETAWork: 10, WhatIfSteps: 7, QueueWait: time.Second}); err != nil || *c.Heavy != want {
+		t.Fatalf("set: %+v %v, want %+v", c.Heavy, err, want)
+	}
+	for _, bad := range []string{"--heavy-reads=-1", "--heavy-reads-per-caller=0", "--heavy-read-eta-work=x"} {
+		if _, err := parse(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }
