@@ -190,6 +190,11 @@ func (s *Server) pointInTime(r *http.Request) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fail(http.StatusBadRequest, "", "at", "must be an RFC 3339 time, e.g. 2026-01-01T10:00:00Z")
 	}
+	if t.IsZero() {
+		// The zero time is how the code says "the present"; taken as
+		// given it would answer the present for a time before any log.
+		return time.Time{}, fail(http.StatusGone, "", "at", history.ErrBeforeHistory.Error()+": "+v+" is before the log's first event")
+	}
 	if now := s.cfg.Now(); t.After(now) {
 		return time.Time{}, fail(http.StatusBadRequest, "", "at", fmt.Sprintf("%s is in the future (now is %s)",
 			t.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano)))

@@ -506,6 +506,19 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 	if len(objs) > bus.MaxAtomic {
 		return 0, nil, fail(http.StatusRequestEntityTooLarge, "", "", fmt.Sprintf("%d documents: at most %d per request", len(objs), bus.MaxAtomic))
 	}
+	// Every document is authorized before any is validated or published:
+	// a Workload is create on workloads, a Job create on jobs, in its
+	// namespace. A caller who may not create there learns nothing from
+	// validation (whether a class or a name exists).
+	attrs := make([]rbac.Attributes, 0, len(objs))
+	for _, o := range objs {
+		a := objectAttributes("create", o)
+		a.Name = ""
+		attrs = append(attrs, a)
+	}
+	if err := s.authorize(r, attrs...); err != nil {
+		return 0, nil, err
+	}
 	subs := make([]*submission, 0, len(objs))
 	for i, o := range objs {
 		sub, err := s.prepare(r.Context(), o, key, i, len(objs))
@@ -513,17 +526,6 @@ func (s *Server) submit(r *http.Request) (int, any, error) {
 			return 0, nil, err
 		}
 		subs = append(subs, sub)
-	}
-	// Every document is authorized before any is published: a Workload
-	// is create on workloads, a Job create on jobs, in its namespace.
-	attrs := make([]rbac.Attributes, 0, len(objs))
-	for i, o := range objs {
-		a := objectAttributes("create", o)
-		a.Namespace, a.Name = subs[i].wl.Namespace, ""
-		attrs = append(attrs, a)
-	}
-	if err := s.authorize(r, attrs...); err != nil {
-		return 0, nil, err
 	}
 	if err := s.explicitPriorities(r, objs, subs); err != nil {
 		return 0, nil, err
@@ -540,7 +542,10 @@ const maxIdempotencyKey = 256
 // idempotencyKey reads the Idempotency-Key header: at most
 // maxIdempotencyKey bytes of printable ASCII.
 func idempotencyKey(r *http.Request) (string, error) {
-	k := r.Header.Get("Idempotency-Key")
+	k, err := onlyOnce(r.Header.Values("Idempotency-Key"), "Idempotency-Key")
+	if err != nil {
+		return "", err
+	}
 	if len(k) > maxIdempotencyKey {
 		return "", fail(http.StatusBadRequest, "", "Idempotency-Key", fmt.Sprintf("%d bytes: at most %d", len(k), maxIdempotencyKey))
 	}

@@ -46,15 +46,27 @@ func (s *Server) readAfter(h func(*http.Request) (int, any, error)) func(*http.R
 // (minSeq or the header), and the wait.
 func minSeq(r *http.Request) (uint64, string, time.Duration, error) {
 	q := r.URL.Query()
-	field, v := "minSeq", q.Get("minSeq")
-	if h := r.Header.Get(HeaderMinSeq); h != "" {
+	field := "minSeq"
+	v, err := onlyOnce(q["minSeq"], "minSeq")
+	if err != nil {
+		return 0, "", 0, err
+	}
+	h, err := onlyOnce(r.Header.Values(HeaderMinSeq), HeaderMinSeq)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if h != "" {
 		if v != "" && v != h {
 			return 0, "", 0, fail(http.StatusBadRequest, "", "minSeq", "given twice, as ?minSeq= and as the header "+HeaderMinSeq+", with different values")
 		}
 		field, v = HeaderMinSeq, h
 	}
 	wait := defaultReadWait
-	if t := q.Get("minSeqTimeout"); t != "" {
+	t, err := onlyOnce(q["minSeqTimeout"], "minSeqTimeout")
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 || d > maxReadWait {
 			return 0, "", 0, fail(http.StatusBadRequest, "", "minSeqTimeout", fmt.Sprintf("must be a duration above 0 and up to %s", maxReadWait))
@@ -95,4 +107,16 @@ func (s *Server) awaitProjection(r *http.Request, min uint64, field string, wait
 	}
 	return fail(http.StatusGatewayTimeout, "", field,
 		fmt.Sprintf("the projection reached sequence %d, not %d, within %s; retry", at, min, wait))
+}
+
+// onlyOnce is the one value of a parameter or header: given twice, which
+// one the client meant is a guess, so it is refused, naming field.
+func onlyOnce(values []string, field string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+		return values[0], nil
+	}
+	return "", fail(http.StatusBadRequest, "", field, fmt.Sprintf("given %d times: give it once", len(values)))
 }

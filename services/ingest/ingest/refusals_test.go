@@ -1,0 +1,82 @@
+package ingest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestAmbiguousParametersAreRefused: a parameter or header given twice
+// (?minSeq=1&minSeq=2, two JQ-Min-Seq or Idempotency-Key headers) is 400
+// naming it, where the first value used to be taken silently.
+func TestAmbiguousParametersAreRefused(t *testing.T) {
+	g := newGuarded(t, false, true)
+	for _, tc := range []struct {
+		name, method, path, body, field string
+		header                          [][2]string
+	}{
+		// Sequence 0 asks for no wait: either value alone is answered 200.
+		{"minSeq twice", "GET", "/v1/workloads?namespace=team-a&minSeq=0&minSeq=0", "", "minSeq", nil},
+		{"minSeqTimeout twice", "GET", "/v1/workloads?namespace=team-a&minSeqTimeout=1s&minSeqTimeout=2s", "", "minSeqTimeout", nil},
+		{"JQ-Min-Seq twice", "GET", "/v1/workloads?namespace=team-a", "", HeaderMinSeq, [][2]string{{HeaderMinSeq, "0"}, {HeaderMinSeq, "0"}}},
+		{"Idempotency-Key twice", "POST", "/v1/workloads", nsWorkload("team-a", "twice"), "Idempotency-Key",
+			[][2]string{{"Idempotency-Key", "k1"}, {"Idempotency-Key", "k2"}, {"Content-Type", "application/json"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, g.url+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer alice-token")
+			for _, h := range tc.header {
+				req.Header.Add(h[0], h[1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var body errorBody
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(raw, &body) != nil || len(body.Errors) != 1 || body.Errors[0].Field != tc.field {
+				t.Fatalf("got %d %s, want 400 on %s", resp.StatusCode, raw, tc.field)
+			}
+		})
+	}
+	if n := g.messages(t); n != 0 {
+		t.Errorf("%d events published, want none", n)
+	}
+}
+
+// TestZeroTimeIsNotThePresent: ?at=0001-01-01T00:00:00Z is before any
+// log (410), not the present the zero time stands for in the code.
+func TestZeroTimeIsNotThePresent(t *testing.T) {
+	g := newGuarded(t, false, true)
+	for _, path := range []string{
+		"/v1/workloads?namespace=team-a&at=0001-01-01T00:00:00Z",
+		"/v1/workloads/team-a/w/explain?at=0001-01-01T00:00:00Z",
+	} {
+		if code, _, body := g.call(t, "alice-token", "GET", path, ""); code != http.StatusGone || !strings.Contains(body, `"field":"at"`) {
+			t.Errorf("GET %s: %d %s, want 410 on at", path, code, body)
+		}
+	}
+}
+
+// TestSubmitAuthorizesBeforeItValidates: a caller who may not create in
+// a namespace is refused (403) before its documents are validated, so a
+// refusal tells it nothing about them (here, that a class is missing or
+// a field wrong).
+func TestSubmitAuthorizesBeforeItValidates(t *testing.T) {
+	g := newGuarded(t, false, true)
+	for name, body := range map[string]string{
+		"missing class": prioWorkload("v1beta1", "team-b", "x", `"priorityClassName":"no-such-class","priority":3`),
+		"invalid":       strings.Replace(nsWorkload("team-b", "y"), `"count":1`, `"count":-1`, 1),
+	} {
+		code, _, out := g.call(t, "alice-token", "POST", "/v1/workloads", body, "Content-Type", "application/json")
+		if code != http.StatusForbidden {
+			t.Errorf("%s, in a namespace alice may not create in: %d %s, want 403", name, code, out)
+		}
+	}
+}
