@@ -84,6 +84,12 @@ func (s *Server) watchWorkloads(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if since > 0 {
+		if err := s.notBeyondLog(r.Context(), since, "since"); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	configs := s.authorize(r, rbac.Attributes{Verb: "list", APIGroup: groupKueue, Resource: "clusterqueues"}) == nil
 	vis := s.visibility(r)
 	release, err := s.streamSlot(r, consoleStream, maxWatchers)

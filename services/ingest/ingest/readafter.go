@@ -89,12 +89,8 @@ func minSeq(r *http.Request) (uint64, string, time.Duration, error) {
 // refused at once rather than waited for.
 func (s *Server) awaitProjection(r *http.Request, min uint64, field string, wait time.Duration) error {
 	ctx := r.Context()
-	info, err := s.stream.Info(ctx)
-	if err != nil {
+	if err := s.notBeyondLog(ctx, min, field); err != nil {
 		return err
-	}
-	if end := info.State.LastSeq; min > end {
-		return fail(http.StatusBadRequest, "", field, fmt.Sprintf("%d is beyond the stream's last sequence %d", min, end))
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -107,6 +103,21 @@ func (s *Server) awaitProjection(r *http.Request, min uint64, field string, wait
 	}
 	return fail(http.StatusGatewayTimeout, "", field,
 		fmt.Sprintf("the projection reached sequence %d, not %d, within %s; retry", at, min, wait))
+}
+
+// notBeyondLog refuses a sequence past the log's end: this server never
+// gave it (a write's seq, a resourceVersion, a console event's seq), and
+// waiting for the log to reach it would wait for other writes, perhaps
+// forever.
+func (s *Server) notBeyondLog(ctx context.Context, seq uint64, field string) error {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if end := info.State.LastSeq; seq > end {
+		return fail(http.StatusBadRequest, "", field, fmt.Sprintf("%d is beyond the stream's last sequence %d", seq, end))
+	}
+	return nil
 }
 
 // onlyOnce is the one value of a parameter or header: given twice, which

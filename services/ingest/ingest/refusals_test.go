@@ -1,11 +1,13 @@
 package ingest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAmbiguousParametersAreRefused: a parameter or header given twice
@@ -78,5 +80,45 @@ func TestSubmitAuthorizesBeforeItValidates(t *testing.T) {
 		if code != http.StatusForbidden {
 			t.Errorf("%s, in a namespace alice may not create in: %d %s, want 403", name, code, out)
 		}
+	}
+}
+
+// TestFutureSequencesAreRefused: a watch from a resourceVersion, or a
+// console stream from a seq, past the log's end is 400 at once: this
+// server never gave it, and the watch would wait for other writes to
+// reach it, perhaps forever.
+func TestFutureSequencesAreRefused(t *testing.T) {
+	g := newGuarded(t, false, true)
+	if code, _, body := g.call(t, "alice-token", "POST", "/v1/workloads", nsWorkload("team-a", "w"), "Content-Type", "application/json"); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	for _, tc := range []struct{ path, field string }{
+		{"/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads?watch=true&resourceVersion=999999", "resourceVersion"},
+		{"/v1/watch/workloads?namespace=team-a&since=999999", "since"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer alice-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("GET %s: %v (no answer)", tc.path, err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), `"field":"`+tc.field+`"`) {
+			t.Errorf("GET %s: %d %s, want 400 on %s", tc.path, resp.StatusCode, raw, tc.field)
+		}
+	}
+	// The log's own last sequence is still a place to watch from.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/watch/workloads?namespace=team-a&since=1", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("since=1: %v %v, want 200", err, resp)
+	} else {
+		resp.Body.Close()
 	}
 }

@@ -81,6 +81,11 @@ func (s *Server) watchObjects(w http.ResponseWriter, r *http.Request, d resource
 	if err := s.authorizeRead(r, &q, "watch"); err != nil {
 		return err
 	}
+	if !initial {
+		if err := s.notBeyondLog(r.Context(), from, "resourceVersion"); err != nil {
+			return err
+		}
+	}
 	release, err := s.streamSlot(r, objectWatch, maxWatches)
 	if err != nil {
 		return err
