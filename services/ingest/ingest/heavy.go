@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/eta"
 	"github.com/jetqueue/jetqueue/libs/whatif"
@@ -132,7 +130,7 @@ func (f *intAtLeast) Set(v string) error {
 // computations' steps.
 type heavyState struct {
 	lim   HeavyLimits
-	seats *semaphore.Weighted
+	seats *fairSeats
 	mu    sync.Mutex
 	// callers counts each identity's reads running or waiting.
 	callers map[string]int
@@ -142,19 +140,16 @@ type heavyState struct {
 	step func(ctx context.Context, what string)
 }
 
-var heavyStates sync.Map // *Server → *heavyState
-
 func (s *Server) heavy() *heavyState {
-	if h, ok := heavyStates.Load(s); ok {
-		return h.(*heavyState)
-	}
-	lim := DefaultHeavyLimits
-	if s.cfg.Heavy != nil {
-		lim = *s.cfg.Heavy
-	}
-	lim = lim.withDefaults()
-	h, _ := heavyStates.LoadOrStore(s, &heavyState{lim: lim, seats: semaphore.NewWeighted(int64(lim.Global)), callers: map[string]int{}})
-	return h.(*heavyState)
+	s.heavyOnce.Do(func() {
+		lim := DefaultHeavyLimits
+		if s.cfg.Heavy != nil {
+			lim = *s.cfg.Heavy
+		}
+		lim = lim.withDefaults()
+		s.heavyState = &heavyState{lim: lim, seats: newFairSeats(lim.Global), callers: map[string]int{}}
+	})
+	return s.heavyState
 }
 
 // heavySeat takes a seat for one heavy read of r's caller, or answers 429
@@ -183,30 +178,30 @@ func (s *Server) heavySeat(r *http.Request) (release func(), err error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.lim.QueueWait)
 	defer cancel()
-	if !h.seats.TryAcquire(1) {
-		if err := h.seats.Acquire(ctx, 1); err != nil {
-			left()
-			if r.Context().Err() != nil {
-				return nil, stopped(r.Context().Err())
-			}
-			return nil, fail(http.StatusServiceUnavailable, "", "", fmt.Sprintf(
-				"the server computes %d heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) at once and none ended within %s; retry later", h.lim.Global, h.lim.QueueWait))
+	if err := h.seats.acquire(ctx, u.Name); err != nil {
+		left()
+		if r.Context().Err() != nil {
+			return nil, stopped(r.Context().Err())
 		}
+		return nil, fail(http.StatusServiceUnavailable, "", "", fmt.Sprintf(
+			"the server computes %d heavy reads (ETAs, counterfactuals, point-in-time answers, what-ifs) at once and none ended within %s; retry later", h.lim.Global, h.lim.QueueWait))
 	}
 	return func() {
-		h.seats.Release(1)
+		h.seats.release(u.Name, 1)
 		left()
 	}, nil
 }
 
 // extraSeats takes up to n more seats that nobody waits for, for a
 // computation that can use more than one core; release gives them back.
-func (s *Server) extraSeats(n int) (got int, release func()) {
-	h := s.heavy()
-	for got < n && h.seats.TryAcquire(1) {
-		got++
+func (s *Server) extraSeats(r *http.Request, n int) (got int, release func()) {
+	u, err := s.caller(r)
+	if err != nil {
+		return 0, func() {}
 	}
-	return got, func() { h.seats.Release(int64(got)) }
+	h := s.heavy()
+	got = h.seats.tryExtra(u.Name, n)
+	return got, func() { h.seats.release(u.Name, got) }
 }
 
 // stopper is the Stop of a computation of the request whose context is

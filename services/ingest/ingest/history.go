@@ -434,7 +434,7 @@ func (s *Server) explainComputed(r *http.Request, key string, at time.Time, cf, 
 	}
 	// The probes run on more than one core only with seats nobody waits
 	// for (heavy.go).
-	extra, release := s.extraSeats(counterfactualWorkers - 1)
+	extra, release := s.extraSeats(r, counterfactualWorkers-1)
 	defer release()
 	b := counterfactual.Budget{Stop: s.stopper(r.Context(), "counterfactual"), Workers: 1 + extra}
 	var res counterfactual.Result

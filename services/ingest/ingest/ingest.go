@@ -105,6 +105,10 @@ type Server struct {
 	clock   *clock.Manual
 	rebuild chan chan error
 	guard   *Guard
+	// heavyState bounds the heavy reads (heavy.go); made on first use,
+	// as tests build a Server without Run.
+	heavyOnce  sync.Once
+	heavyState *heavyState
 }
 
 // projected is the projection's position, followed by push.
