@@ -53,7 +53,8 @@ type struck struct {
 	// or the moment quorum came back); until is when it was over
 	// (servers and processes back, or the stepdown done).
 	at, from, until time.Time
-	// bounded: the long run asserts recovery within recoveryBound.
+	// bounded: the long run asserts recovery within recoveryBound (every
+	// NATS fault; a process fault's recovery is the process's own).
 	bounded bool
 	err     error
 }
@@ -147,11 +148,13 @@ func (ci *clusterInjector) strikeCluster(ctx context.Context, kind string) (s st
 		}
 		ci.log("chaos: %s", s.what)
 	case faultQuorum:
+		s.bounded = true
 		ns := slices.Clone(ci.nats.nodes)
 		ci.rng.Shuffle(len(ns), func(i, j int) { ns[i], ns[j] = ns[j], ns[i] })
 		s.what, s.err = ci.killNodes(kind, ns[:2], quorumLostFor)
 		s.from = time.Now()
 	case faultRestartAll:
+		s.bounded = true
 		s.what, s.err = ci.killNodes(kind, ci.nats.nodes, ci.pause(time.Second, 3*time.Second))
 		s.from = time.Now()
 	default:

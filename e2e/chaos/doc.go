@@ -17,6 +17,12 @@
 // more than its quota allows; every workload still pending is genuinely
 // blocked; and the projection equals the log.
 //
-//	cd e2e && go test -count=1 -v -run TestChaos ./chaos          # short run
-//	CHAOS_DURATION=10m CHAOS_SEED=42 go test -run TestChaos ./chaos
+// TestChaosCluster runs the same on a three-server JetStream cluster,
+// every stream and bucket at R3, and strikes the cluster: a stream
+// leader or follower killed, a server stopped, a stepdown, quorum lost,
+// all restarted. It also accounts for every answer the load's client got.
+//
+//	cd e2e && go test -count=1 -v -run 'TestChaos$' ./chaos          # short run
+//	CHAOS_DURATION=10m CHAOS_SEED=42 go test -run 'TestChaos$' ./chaos
+//	make chaos-cluster                                              # CHAOS_CLUSTER=long, 5m
 package chaos

@@ -297,3 +297,83 @@ func nodeNames(ns []*natsNode) string {
 	}
 	return strings.Join(out, "+")
 }
+
+// readReplicatedLog reads the whole of JQ_EVENTS as ReadLog does, with
+// the same refusals (a gap, a deleted message, an event that does not
+// decode), through a consumer that it makes again from the next sequence
+// after a failed fetch. On a cluster just through its faults, an
+// ephemeral consumer's first pull can find no responder while its leader
+// is still being placed; ReadLog's ordered consumer gives up on that.
+func readReplicatedLog(ctx context.Context, js jetstream.JetStream) ([]Record, error) {
+	info, err := streamInfo(ctx, js, events.Stream)
+	if err != nil {
+		return nil, err
+	}
+	last := info.State.LastSeq
+	if last > 0 && (info.State.FirstSeq != 1 || info.State.Msgs != last) {
+		return nil, fmt.Errorf("stream %s holds %d messages from seq %d to %d: some were deleted",
+			events.Stream, info.State.Msgs, info.State.FirstSeq, last)
+	}
+	log := make([]Record, 0, last)
+	failures := 0
+	for uint64(len(log)) < last {
+		n, err := readFrom(ctx, js, &log, last)
+		if err == nil {
+			continue
+		}
+		if n > 0 {
+			failures = 0
+		}
+		if failures++; failures == 20 || ctx.Err() != nil {
+			return nil, fmt.Errorf("read %s after seq %d: %w", events.Stream, len(log), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return log, nil
+}
+
+// readFrom reads on from the log's end through a new consumer until the
+// stream's last sequence or an error; it returns how many it read.
+func readFrom(ctx context.Context, js jetstream.JetStream, log *[]Record, last uint64) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := js.Stream(cctx, events.Stream)
+	if err != nil {
+		return 0, err
+	}
+	cons, err := stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: uint64(len(*log)) + 1,
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	start := len(*log)
+	for uint64(len(*log)) < last {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return len(*log) - start, err
+		}
+		n := len(*log)
+		for msg := range batch.Messages() {
+			if *log, err = appendRecord(*log, msg); err != nil {
+				// A gap here may be a pull that failed midway: the
+				// next consumer starts after the last one read.
+				return len(*log) - start, err
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return len(*log) - start, err
+		}
+		if len(*log) == n {
+			return 0, fmt.Errorf("nothing after seq %d of %d", n, last)
+		}
+	}
+	*log = (*log)[:last]
+	return len(*log) - start, nil
+}
