@@ -413,6 +413,13 @@ func measureIsolation(t testing.TB, s *tenants, n, readers int) isolation {
 				mu.Lock()
 				res.aliceHeavy[resp.StatusCode]++
 				mu.Unlock()
+				// Noisy, not broken: she waits as told, as jqctl does.
+				if d, err := time.ParseDuration(resp.Header.Get("Retry-After") + "s"); err == nil {
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+					}
+				}
 			}
 		})
 	}
@@ -507,9 +514,10 @@ func p(ds []time.Duration, q float64) time.Duration {
 // TestNoisyTenantDoesNotStarveAnother: while alice runs the heaviest
 // reads on 8 connections and floods her durable subject, every one of
 // carol's submissions is taken (a 503 retried to success at worst) and
-// admitted, carol's own heavy read is served, and the flood is refused
-// before it fills the shared stream. Times are printed, not asserted
-// (BenchmarkTenantIsolation reports them).
+// admitted, carol's own heavy reads are served, and alice's beyond her
+// share are refused (429). That the flood cannot fill the shared stream
+// is TestOneNamespaceCannotFillJQSubmit's. Times are printed, not
+// asserted (BenchmarkTenantIsolation reports them).
 func TestNoisyTenantDoesNotStarveAnother(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of load")
@@ -526,9 +534,6 @@ func TestNoisyTenantDoesNotStarveAnother(t *testing.T) {
 	}
 	if res.aliceHeavy[http.StatusTooManyRequests] == 0 {
 		t.Errorf("alice's heavy reads by status %v: her 8 at once were never limited (429)", res.aliceHeavy)
-	}
-	if !res.aliceFloodRefused {
-		t.Errorf("alice's flood of %d durable submissions was never refused", res.aliceFlood)
 	}
 }
 
