@@ -593,7 +593,7 @@ func (s *Server) prepare(ctx context.Context, o api.Object, key string, index, c
 	if err != nil {
 		return nil, err
 	}
-	sub := &submission{wl: wl, doc: digest("document", string(doc)), keyed: key != "", derivedUID: wl.UID == ""}
+	sub := &submission{wl: wl, doc: digest("document", string(doc)), keyed: key != "", derivedUID: wl.UID == "" || !keepsUID(ctx)}
 	if sub.keyed {
 		sub.id = digest("submit-key", wl.Namespace, key)
 		if count > 1 {

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetqueue/jetqueue/libs/auth"
+	"github.com/jetqueue/jetqueue/libs/events"
 )
 
 // TestAmbiguousParametersAreRefused: a parameter or header given twice
@@ -121,4 +125,49 @@ func TestFutureSequencesAreRefused(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// TestClientUIDsAreReplaced: as the API server assigns metadata.uid, a
+// tenant's Workload gets a uid ingest derives, whatever it sent (here the
+// uid of another namespace's workload); jetqueue's own doors in
+// system:masters (the Job bridge) keep theirs.
+func TestClientUIDsAreReplaced(t *testing.T) {
+	g := newGuarded(t, false, true)
+	withUID := func(ns, name, uid string) string {
+		return strings.Replace(nsWorkload(ns, name), `"name":"`+name+`"`, `"name":"`+name+`","uid":"`+uid+`"`, 1)
+	}
+	if code, _, body := g.call(t, "alice-token", "POST", "/v1/workloads", withUID("team-a", "a1", "uid-of-team-b"), "Content-Type", "application/json"); code != http.StatusAccepted {
+		t.Fatalf("alice: %d %s", code, body)
+	}
+	if uid := storedUID(t, g.frontDoor, "team-a", "a1"); uid == "uid-of-team-b" || uid == "" {
+		t.Errorf("alice's workload stored with uid %q, want one ingest derived", uid)
+	}
+	req := httptest.NewRequestWithContext(auth.WithUser(t.Context(), auth.User{Name: "bridge", Groups: []string{auth.GroupMasters}}),
+		"POST", "/v1/workloads", strings.NewReader(withUID("team-b", "b1", "job-uid-1")))
+	rec := httptest.NewRecorder()
+	g.routes().ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("system:masters: %d %s", rec.Code, rec.Body)
+	}
+	if uid := storedUID(t, g.frontDoor, "team-b", "b1"); uid != "job-uid-1" {
+		t.Errorf("system:masters' workload stored with uid %q, want job-uid-1 as sent", uid)
+	}
+}
+
+// storedUID is the uid of the workload the log's submission holds.
+func storedUID(t *testing.T, f *frontDoor, ns, name string) string {
+	t.Helper()
+	_, ev, err := f.last(t.Context(), events.WorkloadSubject(ns, name))
+	if err != nil || ev == nil {
+		t.Fatalf("no submission of %s/%s: %v", ns, name, err)
+	}
+	var wl struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(ev.Data.(*events.WorkloadSubmittedData).Workload, &wl); err != nil {
+		t.Fatal(err)
+	}
+	return wl.Metadata.UID
 }
