@@ -235,14 +235,22 @@ func (c *Conn) Close() { _ = c.NC.Drain() }
 
 // Replicas is the replication of JQ_EVENTS (--stream-replicas). Every
 // other stream and bucket of jetqueue follows it, so that one flag makes
-// the whole system as available as its event log. It is 1 when the
-// stream cannot be read.
-func Replicas(ctx context.Context, js jetstream.JetStream) int {
-	s, err := js.Stream(ctx, events.Stream)
-	if err != nil {
-		return 1
-	}
-	return max(1, s.CachedInfo().Config.Replicas)
+// the whole system as available as its event log. It is 1 while there is
+// no JQ_EVENTS. A read that fails is asked again (Ensure), then is an
+// error: never a guess of 1, which every create-or-update would take as
+// the wish to bring an R3 bucket down to R1 (a service starting while a
+// node of the cluster was down did exactly that).
+func Replicas(ctx context.Context, js jetstream.JetStream) (int, error) {
+	return Ensure(ctx, func(ctx context.Context) (int, error) {
+		s, err := js.Stream(ctx, events.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read the replicas of %s: %w", events.Stream, err)
+		}
+		return max(1, s.CachedInfo().Config.Replicas), nil
+	})
 }
 
 // ensurePatience is how long Ensure keeps asking: a JetStream server

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -134,4 +135,43 @@ func TestEnsureAsksAgainWhenUnanswered(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the unanswered attempt held the caller %s", took)
 	}
+}
+
+// TestReplicasNeverGuesses: while JQ_EVENTS cannot be read, Replicas is
+// an error, not 1: every bucket's create-or-update takes its answer as
+// the replicas wanted, and 1 brought an R3 bucket down to R1 when a
+// service started while a node of the cluster was down. With no stream
+// at all it is 1; with the stream, its replicas.
+func TestReplicasNeverGuesses(t *testing.T) {
+	srv, js := startJS(t)
+	if r, err := Replicas(t.Context(), js); err != nil || r != 1 {
+		t.Errorf("without JQ_EVENTS: %d, %v; want 1", r, err)
+	}
+	if _, err := EnsureStream(t.Context(), js, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Replicas(t.Context(), js); err != nil || r != 1 {
+		t.Errorf("with an R1 JQ_EVENTS: %d, %v; want 1", r, err)
+	}
+	srv.ShutdownJetStream()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if r, err := Replicas(ctx, js); err == nil {
+		t.Errorf("with JetStream down: %d and no error, want an error", r)
+	}
+}
+
+func startJS(t *testing.T) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	srv := testenv.NATS(t)
+	nc, err := Connect(srv.ClientURL(), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, js
 }

@@ -46,7 +46,11 @@ func PurgeFloor(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 // calls it before purging. The floor never goes down.
 func RaisePurgeFloor(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: RetentionBucket, History: 1, Replicas: Replicas(ctx, js)})
+		r, err := Replicas(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: RetentionBucket, History: 1, Replicas: r})
 	})
 	if err != nil {
 		return fmt.Errorf("retention bucket: %w", err)

@@ -40,7 +40,10 @@ type Lease struct {
 // longer setting would let its lease lapse between renewals. (Updating
 // the bucket instead would change every other holder's TTL under it.)
 func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
-	replicas := Replicas(ctx, js)
+	replicas, err := Replicas(ctx, js)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ensure lease bucket: %w", err)
+	}
 	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		kv, err := js.KeyValue(ctx, LeaseBucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {

@@ -81,8 +81,11 @@ func NewProgress(ctx context.Context, js jetstream.JetStream, name string) (*Pro
 
 func progressBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1,
-			Replicas: Replicas(ctx, js)})
+		r, err := Replicas(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ProgressBucket, History: 1, Replicas: r})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("progress bucket: %w", err)

@@ -23,8 +23,11 @@ const MaxShards = 64
 // recorded, and refuses an n that differs from the recorded one.
 func RecordShardCount(ctx context.Context, js jetstream.JetStream, service string, n int) error {
 	kv, err := Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ShardsBucket, History: 1,
-			Replicas: Replicas(ctx, js)})
+		r, err := Replicas(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ShardsBucket, History: 1, Replicas: r})
 	})
 	if err != nil {
 		return fmt.Errorf("shards bucket: %w", err)

@@ -39,7 +39,11 @@ type Manual struct {
 // until ctx ends.
 func NewManual(ctx context.Context, js jetstream.JetStream) (*Manual, error) {
 	kv, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: bus.Replicas(ctx, js)})
+		r, err := bus.Replicas(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: r})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clock bucket: %w", err)

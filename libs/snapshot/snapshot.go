@@ -115,7 +115,10 @@ type Options struct {
 
 // EnsureBucket creates JQ_SNAPSHOTS if needed, with JQ_EVENTS' replicas.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
-	replicas := bus.Replicas(ctx, js)
+	replicas, err := bus.Replicas(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("ensure %s: %w", Bucket, err)
+	}
 	obs, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		obs, err := js.ObjectStore(ctx, Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {

@@ -316,7 +316,11 @@ func SubmitRefusedRetryable(err error) bool {
 // dropped to make room.
 func ensureSubmissions(ctx context.Context, js jetstream.JetStream, lim SubmitLimits) (jetstream.Consumer, error) {
 	st, err := bus.Ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, submitStreamConfig(lim, bus.Replicas(ctx, js)))
+		r, err := bus.Replicas(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateStream(ctx, submitStreamConfig(lim, r))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", SubmitStream, err)

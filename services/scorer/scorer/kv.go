@@ -27,8 +27,12 @@ func NodeKey(name string) string { return events.Token(name) }
 func NodesKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, NodesBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		var replicas int
+		if replicas, err = bus.Replicas(ctx, js); err != nil {
+			return nil, err
+		}
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: NodesBucket,
-			Description: "jetqueue node states for the scorer", History: 1, Replicas: bus.Replicas(ctx, js)})
+			Description: "jetqueue node states for the scorer", History: 1, Replicas: replicas})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, NodesBucket)
 		}
