@@ -125,22 +125,8 @@ func startSecured(t *testing.T) *secured { return startSecuredWith(t, "", "") }
 // administrator.
 func startSecuredWith(t testing.TB, policy, tokens string) *secured {
 	t.Helper()
-	ids := map[string]bus.Identity{}
-	users := append(append(append([]string{}, natsconf.Services...), natsconf.NodesUser), natsconf.ShippedNamespaces...)
-	for _, u := range users {
-		pw := "pw-" + u + "-" + fmt.Sprint(time.Now().UnixNano())
-		t.Setenv(natsconf.PasswordEnv(u), pw)
-		ids[u] = bus.Identity{User: u, Password: pw}
-	}
-	srv, err := embedded.StartNATSFrom(t.TempDir(), shippedNATSConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	probe, _ := url.Parse(srv.ClientURL())
-	probe.User = url.UserPassword("admission", ids["admission"].Password)
-	s := &secured{system: &system{t: t, nats: probe.String(), db: testenv.Postgres(t)}, url: srv.ClientURL(), ids: ids}
-	t.Cleanup(s.close)
+	s := startShippedNATS(t)
+	ids := s.ids
 	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
 	roles, err := os.ReadFile("../deploy/auth/roles.yaml")
 	if err != nil {
@@ -180,6 +166,31 @@ func startSecuredWith(t testing.TB, policy, tokens string) *secured {
 		t.Fatal("ingest did not start")
 	}
 	s.must(http.StatusOK, "POST", "/v1/apply", []byte(securedWorld))
+	return s
+}
+
+// startShippedNATS starts NATS from deploy/nats/jetqueue.conf with a
+// fresh password for every user (from the environment, as compose and
+// Kubernetes give them) and no service yet; the system's probes connect
+// as admission.
+func startShippedNATS(t testing.TB) *secured {
+	t.Helper()
+	ids := map[string]bus.Identity{}
+	users := append(append(append([]string{}, natsconf.Services...), natsconf.NodesUser), natsconf.ShippedNamespaces...)
+	for _, u := range users {
+		pw := "pw-" + u + "-" + fmt.Sprint(time.Now().UnixNano())
+		t.Setenv(natsconf.PasswordEnv(u), pw)
+		ids[u] = bus.Identity{User: u, Password: pw}
+	}
+	srv, err := embedded.StartNATSFrom(t.TempDir(), shippedNATSConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	probe, _ := url.Parse(srv.ClientURL())
+	probe.User = url.UserPassword("admission", ids["admission"].Password)
+	s := &secured{system: &system{t: t, nats: probe.String(), db: testenv.Postgres(t)}, url: srv.ClientURL(), ids: ids}
+	t.Cleanup(s.close)
 	return s
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +16,8 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/auth"
 	"github.com/jetqueue/jetqueue/libs/bus"
-	"github.com/jetqueue/jetqueue/libs/embedded"
 	"github.com/jetqueue/jetqueue/libs/events"
-	"github.com/jetqueue/jetqueue/libs/natsconf"
 	"github.com/jetqueue/jetqueue/libs/service"
-	"github.com/jetqueue/jetqueue/libs/testenv"
 	"github.com/jetqueue/jetqueue/services/admission/admission"
 	"github.com/jetqueue/jetqueue/services/ingest/ingest"
 )
@@ -41,22 +37,8 @@ type tenancy struct {
 // binding (policy.yaml's subject is renamed to a user nobody is).
 func startTenancy(t *testing.T, lim ingest.SubmitLimits, unbound ...string) *tenancy {
 	t.Helper()
-	ids := map[string]bus.Identity{}
-	users := append(append(append([]string{}, natsconf.Services...), natsconf.NodesUser), natsconf.ShippedNamespaces...)
-	for _, u := range users {
-		pw := "pw-" + u + "-" + fmt.Sprint(time.Now().UnixNano())
-		t.Setenv(natsconf.PasswordEnv(u), pw)
-		ids[u] = bus.Identity{User: u, Password: pw}
-	}
-	srv, err := embedded.StartNATSFrom(t.TempDir(), shippedNATSConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	probe, _ := url.Parse(srv.ClientURL())
-	probe.User = url.UserPassword("admission", ids["admission"].Password)
-	s := &tenancy{secured: &secured{system: &system{t: t, nats: probe.String(), db: testenv.Postgres(t)}, url: srv.ClientURL(), ids: ids}}
-	t.Cleanup(s.close)
+	s := &tenancy{secured: startShippedNATS(t)}
+	ids := s.ids
 	policy, err := os.ReadFile("../deploy/auth/policy.yaml")
 	if err != nil {
 		t.Fatal(err)

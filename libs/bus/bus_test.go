@@ -10,23 +10,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetqueue/jetqueue/libs/events"
-	"github.com/jetqueue/jetqueue/libs/testenv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func setup(t *testing.T) (context.Context, jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
-	srv := testenv.NATS(t)
-	nc, err := Connect(srv.ClientURL(), t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := startJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	s, err := EnsureStream(ctx, js, StreamOptions{})
