@@ -109,6 +109,9 @@ type Server struct {
 	// as tests build a Server without Run.
 	heavyOnce  sync.Once
 	heavyState *heavyState
+	// console is the one reader behind every console push stream
+	// (consolehub.go).
+	console consoleHub
 }
 
 // projected is the projection's position, followed by push.
