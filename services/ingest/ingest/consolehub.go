@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,24 +312,12 @@ func frameOf(m jetstream.Msg, seq uint64) (*pushed, bool) {
 // ConfigSubject. A switch on the payload's type missed ActiveChanged
 // and Placed.
 func watched(subject string) (watchedEvent, string, bool) {
-	rest, ok := strings.CutPrefix(subject, events.SubjectRoot+".")
-	if !ok {
-		return watchedEvent{}, "", false
-	}
-	toks := strings.Split(rest, ".")
-	names := make([]string, 0, 3)
-	for _, tok := range toks[1:] {
-		s, err := events.ParseToken(tok)
-		if err != nil {
-			return watchedEvent{}, "", false
-		}
-		names = append(names, s)
-	}
+	a, ok := events.AboutSubject(subject)
 	switch {
-	case (toks[0] == "wl" || toks[0] == "placed") && len(names) == 2:
-		return watchedEvent{Namespace: names[0], Name: names[1]}, "workload", true
-	case toks[0] == "cfg" && len(names) == 3:
-		return watchedEvent{Kind: names[0], Namespace: names[1], Name: names[2]}, "config", true
+	case !ok:
+		return watchedEvent{}, "", false
+	case a.Config:
+		return watchedEvent{Kind: a.Kind, Namespace: a.Namespace, Name: a.Name}, "config", true
 	}
-	return watchedEvent{}, "", false
+	return watchedEvent{Namespace: a.Namespace, Name: a.Name}, "workload", true
 }
