@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -308,5 +309,59 @@ func TestDecodeKeepsObjectMeta(t *testing.T) {
 	want := metav1.ObjectMeta{Name: "rf", Annotations: map[string]string{"a": "b"}, UID: "1234"}
 	if diff := cmp.Diff(want, objs[0].(*ResourceFlavor).ObjectMeta); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// TestLargePlainScalarsAsTheParserSaysThem: a large document that can
+// only be a plain scalar is refused as the parser refuses any scalar,
+// without the parse; the parser's own answer for the same text is the
+// reference, taken through a document plainScalar leaves to it (a ':'
+// in a trailing comment).
+func TestLargePlainScalarsAsTheParserSaysThem(t *testing.T) {
+	for _, junk := range []string{
+		strings.Repeat("x", 64<<10),
+		"apiVersion v1 kind Workload\n" + strings.Repeat("word ", 1000),
+		strings.Repeat("0123456789", 200) + "\n---\n" + strings.Repeat("y", 2000),
+	} {
+		if !plainScalar([]byte(strings.SplitN(junk, "\n---\n", 2)[0])) {
+			t.Fatalf("plainScalar(%.20q...) = false", junk)
+		}
+		_, got := Decode([]byte(junk))
+		var ref []string
+		for _, doc := range strings.Split(junk, "\n---\n") {
+			_, err := Decode([]byte(doc + "\n# parsed: not sniffed\n"))
+			ref = append(ref, err.Error())
+		}
+		if got == nil {
+			t.Fatalf("%.20q...: no error", junk)
+		}
+		for i, r := range ref {
+			want := strings.Replace(r, "document 1", fmt.Sprintf("document %d", i+1), 1)
+			if !strings.Contains(got.Error(), want) {
+				t.Errorf("%.20q...: got %q, want it to hold the parser's %q", junk, got, want)
+			}
+		}
+	}
+	for _, doc := range []string{"null", "~", strings.Repeat("a", 2000) + ": b", "# c\n" + strings.Repeat("x", 2000), "!tag " + strings.Repeat("x", 2000)} {
+		if plainScalar([]byte(doc)) {
+			t.Errorf("plainScalar(%.20q...) = true, want it left to the parser", doc)
+		}
+	}
+}
+
+// BenchmarkDecodeJunk decodes 64 KiB of a plain scalar as a durable
+// submitter's junk is, and the same text with a ':' in a trailing
+// comment, which the parser reads: both sides of what plainScalar saves.
+func BenchmarkDecodeJunk(b *testing.B) {
+	junk := strings.Repeat("x", 64<<10)
+	for name, doc := range map[string]string{"sniffed": junk, "parsed": junk + "\n# a: b\n"} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if _, err := Decode([]byte(doc)); err == nil {
+					b.Fatal("decoded junk")
+				}
+			}
+		})
 	}
 }

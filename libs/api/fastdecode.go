@@ -155,6 +155,9 @@ func fastDecode(data []byte, o DecodeOptions) ([]Object, error) {
 	}
 	var buf []byte
 	for _, doc := range yamlDocuments(data) {
+		if plainScalar(doc) {
+			return nil, errSlow // refused there without a parse
+		}
 		js, err := yamlToJSON(buf[:0], doc)
 		if err != nil {
 			return nil, errSlow
