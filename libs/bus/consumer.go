@@ -151,7 +151,11 @@ func Follow(ctx context.Context, c Fetcher, max int, wait time.Duration, last ui
 		}
 		return msgs, meta.NumPending == 0, nil
 	}
-	info, err := c.Info(ctx)
+	// Bounded: on an idle stream this is asked every wait, and an
+	// unanswered one would hold the follower for nats.go's 5 s.
+	ictx, cancel := Bounded(ctx)
+	info, err := c.Info(ictx)
+	cancel()
 	if err != nil {
 		// Not known to be at the end: the next call asks again.
 		return nil, false, nil

@@ -24,8 +24,44 @@ func TestConnectNoticesAHungServerFast(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits up to 10s for a frozen server to be noticed")
 	}
+	url, child := childServer(t, false)
+
+	disconnected := make(chan time.Time, 1)
+	nc, err := Connect(url, t.Name(), nats.DisconnectErrHandler(func(*nats.Conn, error) {
+		select {
+		case disconnected <- time.Now():
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	select {
+	case at := <-disconnected:
+		t.Logf("a frozen server was noticed after %s", at.Sub(frozen).Round(10*time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frozen server went unnoticed for 10s")
+	}
+}
+
+// childServer starts TestHelperNATSServer in a child process (with
+// JetStream when jetStream is set) and returns its URL and process, to
+// freeze with SIGSTOP; it is thawed and killed when the test ends.
+func childServer(t *testing.T, jetStream bool) (string, *os.Process) {
+	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperNATSServer$")
 	child.Env = append(os.Environ(), "JQ_TEST_NATS_CHILD=1")
+	if jetStream {
+		child.Env = append(child.Env, "JQ_TEST_NATS_STORE="+t.TempDir())
+	}
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
@@ -43,41 +79,21 @@ func TestConnectNoticesAHungServerFast(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the child server printed no address: %v", err)
 	}
-	url = url[:len(url)-1]
-
-	disconnected := make(chan time.Time, 1)
-	nc, err := Connect(url, t.Name(), nats.DisconnectErrHandler(func(*nats.Conn, error) {
-		select {
-		case disconnected <- time.Now():
-		default:
-		}
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	frozen := time.Now()
-	select {
-	case at := <-disconnected:
-		t.Logf("a frozen server was noticed after %s", at.Sub(frozen).Round(10*time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("a frozen server went unnoticed for 10s")
-	}
+	return url[:len(url)-1], child.Process
 }
 
-// TestHelperNATSServer is the child of TestConnectNoticesAHungServerFast:
-// a plain nats-server that prints its address and serves until killed.
+// TestHelperNATSServer is childServer's child: a plain nats-server (with
+// JetStream in JQ_TEST_NATS_STORE, when set) that prints its address and
+// serves until killed.
 func TestHelperNATSServer(t *testing.T) {
 	if os.Getenv("JQ_TEST_NATS_CHILD") != "1" {
-		t.Skip("runs only as TestConnectNoticesAHungServerFast's child")
+		t.Skip("runs only as childServer's child")
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true}
+	if dir := os.Getenv("JQ_TEST_NATS_STORE"); dir != "" {
+		opts.JetStream, opts.StoreDir = true, dir
+	}
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

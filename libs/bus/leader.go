@@ -42,7 +42,12 @@ func (l *Leadership) Lead(ctx context.Context) (bool, error) {
 		}
 		return true, nil
 	}
-	lease, err := Acquire(ctx, l.kv, l.key, l.holder)
+	// Bounded, so that a standby asking a dead or frozen server learns it
+	// within RequestTimeout and asks again (its caller does), rather than
+	// after nats.go's 5 s: the time a takeover waited on it.
+	actx, cancel := Bounded(ctx)
+	lease, err := Acquire(actx, l.kv, l.key, l.holder)
+	cancel()
 	if errors.Is(err, ErrLeaseHeld) {
 		return false, nil
 	}
@@ -57,17 +62,38 @@ func (l *Leadership) Lead(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Check is the fence before publishing as the leader. A failed check
-// loses the lease: the next Lead starts over as a standby.
+// Check is the fence before publishing as the leader: it returns nil
+// only once the lease is read back as ours. A read that goes unanswered
+// (a server gone, the bucket between leaders) is asked again, each
+// bounded, for up to the TTL: within it the lease may well still be
+// ours, and losing it would cost the leader a replay of the log. Any
+// other failure, or none confirmed within the TTL, loses the lease: the
+// next Lead starts over as a standby.
 func (l *Leadership) Check(ctx context.Context) error {
 	if l.lease == nil {
 		return ErrLeaseLost
 	}
-	err := l.lease.Check(ctx)
-	if err != nil {
-		l.lost.Store(true)
+	deadline := time.Now().Add(l.ttl)
+	var b Backoff
+	for {
+		cctx, cancel := context.WithTimeout(ctx, l.attempt())
+		err := l.lease.Check(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !Transient(err) || time.Now().After(deadline) || !Sleep(ctx, b.Next()) {
+			l.lost.Store(true)
+			return err
+		}
 	}
-	return err
+}
+
+// attempt bounds one request about the lease: RequestTimeout, and no more
+// than a renewal's period, so that a renewal that goes unanswered leaves
+// time for another within the TTL.
+func (l *Leadership) attempt() time.Duration {
+	return min(RequestTimeout, l.ttl/3)
 }
 
 // Release gives the lease up, so that a standby takes over at once.
@@ -82,20 +108,33 @@ func (l *Leadership) Release() {
 	l.lease = nil
 }
 
+// keep renews the lease every third of the TTL. A renewal that goes
+// unanswered is tried again at the next tick while the TTL since the last
+// one stored has not run out: each is bounded by a third of the TTL, so
+// that one asked of a dead or frozen server leaves room for another over
+// the connection's next server. A refusal (the key taken or gone) loses
+// the lease at once.
 func (l *Leadership) keep(ctx context.Context, lease *Lease) {
 	t := time.NewTicker(l.ttl / 3)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := lease.Renew(ctx); err != nil {
-				if ctx.Err() == nil {
-					l.lost.Store(true)
-				}
-				return
-			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, l.attempt())
+		err := lease.Renew(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			renewed = time.Now()
+		case ctx.Err() != nil:
+			return
+		case !Transient(err) || time.Since(renewed) >= l.ttl:
+			l.lost.Store(true)
+			return
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Lease struct {
 
 	mu       sync.Mutex
 	revision uint64
+	// unsure: the last renewal went unanswered, and may have been stored
+	// all the same, at a revision we never learnt.
+	unsure bool
 }
 
 // EnsureLeaseBucket creates the lease bucket with the lease TTL, or joins
@@ -91,8 +94,19 @@ func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rev, err := l.kv.Update(ctx, l.key, []byte(l.holder), l.revision)
+	var api *jetstream.APIError
+	if err != nil && l.unsure && errors.As(err, &api) &&
+		(api.ErrorCode == codeWrongLastSequence || api.ErrorCode == codeWrongLastSequenceConstant) {
+		// The unanswered renewal was stored. The key still naming this
+		// holder is proof enough that no one took it since (a taker
+		// writes its own name), as Acquire takes it back.
+		if entry, gerr := l.kv.Get(ctx, l.key); gerr == nil && string(entry.Value()) == l.holder {
+			rev, err = l.kv.Update(ctx, l.key, []byte(l.holder), entry.Revision())
+		}
+	}
+	l.unsure = err != nil && Transient(err)
 	if err != nil {
-		return fmt.Errorf("renew lease %s: %w: %v", l.key, ErrLeaseLost, err)
+		return fmt.Errorf("renew lease %s: %w: %w", l.key, ErrLeaseLost, err)
 	}
 	l.revision = rev
 	return nil
@@ -104,7 +118,17 @@ func (l *Lease) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	entry, err := l.kv.Get(ctx, l.key)
-	if err != nil || entry.Revision() != l.revision || string(entry.Value()) != l.holder {
+	if err != nil {
+		// Not confirmed is lost, to the caller about to publish; the
+		// cause goes with it, so that Leadership can tell a read that
+		// went unanswered (asked again) from a key gone.
+		return fmt.Errorf("lease %s: %w: %w", l.key, ErrLeaseLost, err)
+	}
+	if l.unsure && string(entry.Value()) == l.holder {
+		// Our unanswered renewal was stored (see Renew): still ours.
+		l.revision, l.unsure = entry.Revision(), false
+	}
+	if entry.Revision() != l.revision || string(entry.Value()) != l.holder {
 		return fmt.Errorf("lease %s: %w", l.key, ErrLeaseLost)
 	}
 	return nil

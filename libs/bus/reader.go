@@ -112,7 +112,12 @@ func (r *Reader) start() error {
 	if r.next > 0 {
 		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartSequencePolicy, r.next, nil
 	}
-	c, err := r.js.CreateConsumer(r.ctx, r.stream, cc)
+	// Bounded: asked of a server that died or froze, or of a stream
+	// between leaders, the creation fails within RequestTimeout and the
+	// caller asks again in place, rather than waiting out nats.go's 5 s.
+	ctx, cancel := Bounded(r.ctx)
+	c, err := r.js.CreateConsumer(ctx, r.stream, cc)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -145,9 +150,15 @@ func (r *Reader) drop() {
 	close(r.feed.stop)
 	r.feed.cc.Stop()
 	r.cons, r.feed = nil, nil
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = r.js.DeleteConsumer(ctx, r.stream, name)
+	// In the background: a Reader drops its consumer when the consumer's
+	// server stopped answering, and the delete would go unanswered too,
+	// holding up the next consumer's start for its whole timeout. One
+	// never deleted lapses after readerInactive.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = r.js.DeleteConsumer(ctx, r.stream, name)
+	}()
 }
 
 // Close deletes the consumer.
@@ -178,8 +189,12 @@ func (r *Reader) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 			return nil, err
 		}
 	}
-	info, err := r.cons.Info(ctx)
+	ictx, cancel := Bounded(ctx)
+	info, err := r.cons.Info(ictx)
+	cancel()
 	if err != nil {
+		// The consumer's server may be gone: a fresh consumer is placed
+		// on a live one.
 		r.drop()
 	}
 	return info, err

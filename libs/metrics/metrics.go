@@ -83,6 +83,9 @@ type Admission struct {
 	// replays the replays of the log a decision in flight forced.
 	refused *prometheus.CounterVec
 	replays prometheus.Counter
+	// retried counts requests to JetStream that failed for now and were
+	// asked again in place, without restarting the loop.
+	retried *prometheus.CounterVec
 
 	// leading gates Kueue's metrics: every instance follows the log and
 	// counts it, but only the lease holder exports them, so that Kueue's
@@ -129,15 +132,20 @@ func NewAdmission(r prometheus.Registerer) *Admission {
 			Help: "Decisions whose publication JetStream refused because the workload's subject had moved since they were made, by 'type' (the decision's event type); each is made again on the new state."}, []string{"type"}),
 		replays: prometheus.NewCounter(prometheus.CounterOpts{Name: "jetqueue_admission_log_replays_total",
 			Help: "Times this instance replayed the log because the log contradicted a decision in flight."}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetqueue_admission_requests_retried_total",
+			Help: "Requests to JetStream of the admission loop that failed for now (no answer in time, no leader, no server) and were asked again in place, by 'request' (fetch, lease, progress)."}, []string{"request"}),
 		g: newGauges(),
 	}
 	if r != nil {
-		r.MustRegister(m.applied, m.refused, m.replays, &leaderOnly{leading: &m.leading, owner: m.owner, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
+		r.MustRegister(m.applied, m.refused, m.replays, m.retried, &leaderOnly{leading: &m.leading, owner: m.owner, inner: []prometheus.Collector{m.attempts, m.attemptDuration,
 			m.quotaReserved, m.admitted, m.quotaReservedWait, m.admittedWait, m.lqQuotaReserved, m.lqAdmitted, m.lqQuotaReservedWait,
 			m.lqAdmWait, m.evicted, m.lqEvicted, m.preempted, (*stateCollector)(m)}})
 	}
 	return m
 }
+
+// Retried counts a request to JetStream asked again in place.
+func (m *Admission) Retried(request string) { m.retried.WithLabelValues(request).Inc() }
 
 // SetLeading says whether this instance holds admission's lease.
 func (m *Admission) SetLeading(ok bool) { m.leading.Store(ok) }

@@ -276,8 +276,12 @@ func (s *Service) follow(ctx context.Context, rt *service.Runtime) error {
 		return fmt.Errorf("follow %s: %w", events.Stream, err)
 	}
 	defer cons.Close()
+	var b bus.Backoff
 	for ctx.Err() == nil {
-		if err := s.step(ctx, rt, cons); err != nil {
+		err := s.step(ctx, rt, cons)
+		if err == nil {
+			b.Reset()
+		} else if !s.retry(ctx, err, &b) {
 			return err
 		}
 	}
@@ -307,7 +311,10 @@ func (s *Service) step(ctx context.Context, rt *service.Runtime, cons bus.Fetche
 			return err
 		}
 	}
-	return s.progress.Report(ctx, s.last)
+	if err := s.progress.Report(ctx, s.last); err != nil {
+		return requestError{"progress", err}
+	}
+	return nil
 }
 
 // consume applies the next batch of events and reports whether the
@@ -318,7 +325,11 @@ func (s *Service) consume(ctx context.Context, cons bus.Fetcher) (bool, error) {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		return false, fmt.Errorf("fetch: %w", err)
+		if len(msgs) > 0 {
+			// Read and not applied: only a replay reads them again.
+			return false, fmt.Errorf("fetch: %w", err)
+		}
+		return false, requestError{"fetch", err}
 	}
 	for _, msg := range msgs {
 		meta, err := msg.Metadata()
@@ -672,6 +683,10 @@ func (s *Service) closeStaleBatches(ctx context.Context) error {
 func (s *Service) lead(ctx context.Context) error {
 	was := s.leading
 	leading, err := s.leader.Lead(ctx)
+	if err != nil && !errors.Is(err, bus.ErrLeaseLost) {
+		// Only a standby asks anything of JetStream here.
+		return requestError{"lease", fmt.Errorf("admission %s: %w", s.cfg.Instance, err)}
+	}
 	if err != nil {
 		return fmt.Errorf("admission %s: %w", s.cfg.Instance, err)
 	}
