@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetqueue/jetqueue/libs/api"
 	"github.com/jetqueue/jetqueue/libs/eta"
+	"github.com/jetqueue/jetqueue/libs/snapshot"
 	"github.com/jetqueue/jetqueue/libs/whatif"
 )
 
@@ -55,6 +56,9 @@ type HeavyLimits struct {
 	ETAWork int
 	// WhatIfSteps bounds the simulated steps of one what-if.
 	WhatIfSteps int
+	// CPUShare is the share of a core one heavy read's simulation may
+	// take (snapshot.Pacer); 1 or more does not pace.
+	CPUShare float64
 }
 
 // DefaultHeavyLimits are the flags' defaults. Global 0 is autoSeats.
@@ -64,6 +68,7 @@ var DefaultHeavyLimits = HeavyLimits{
 	QueueWait:   5 * time.Second,
 	ETAWork:     100_000,
 	WhatIfSteps: 200_000,
+	CPUShare:    0.5,
 }
 
 // autoSeats is a seat per core but one, from 1 to 4: heavy reads never
@@ -81,6 +86,9 @@ func (l HeavyLimits) withDefaults() HeavyLimits {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
+	}
+	if l.CPUShare <= 0 {
+		l.CPUShare = d.CPUShare
 	}
 	switch {
 	case l.QueueWait == 0:
@@ -101,6 +109,7 @@ func registerHeavyFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&h.QueueWait, "heavy-read-queue-wait", h.QueueWait, "longest a heavy read waits for a seat before 503")
 	positive("heavy-read-eta-work", "simulation one ETA request may run before 503, in steps times pending workloads (a retry goes on from there)", &h.ETAWork)
 	positive("heavy-read-whatif-steps", "simulated steps one what-if may take before 503", &h.WhatIfSteps)
+	fs.Float64Var(&h.CPUShare, "heavy-read-cpu-share", h.CPUShare, "share of a core one heavy read's simulation may take: it rests between its steps in proportion to its work (1: no rests)")
 }
 
 // intAtLeast is an integer flag that refuses values below least: a limit
@@ -138,6 +147,8 @@ type heavyState struct {
 	// with what it is ("eta", "fold", "counterfactual", "whatif") and
 	// the request's context.
 	step func(ctx context.Context, what string)
+	// sleep is the pacer's rest; nil is a timer (tests count it).
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (s *Server) heavy() *heavyState {
@@ -207,15 +218,39 @@ func (s *Server) extraSeats(r *http.Request, n int) (got int, release func()) {
 // stopper is the Stop of a computation of the request whose context is
 // ctx: what the budgets of libs/eta, libs/counterfactual and libs/whatif
 // ask between steps, so that the core itself reads no clock.
+//
+// A simulation (not a fold, which may run under the ETA cache's lock) is
+// also paced to CPUShare of a core: between its steps it rests in
+// proportion to the time it ran, as a compaction does (snapshot.Pacer),
+// so that a seat leaves most of its core to the other callers' requests
+// and to the deciders sharing a small machine.
 func (s *Server) stopper(ctx context.Context, what string) func() error {
 	h := s.heavy()
+	var mu sync.Mutex // a counterfactual search asks from its workers
+	pacer := &snapshot.Pacer{Share: h.lim.CPUShare, Sleep: h.sleep}
+	var rested time.Time
 	return func() error {
 		if h.step != nil {
 			h.step(ctx, what)
 		}
-		return ctx.Err()
+		if err := ctx.Err(); err != nil || what == "fold" {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// Rest once per paceQuantum of work, not per step: a step can
+		// take microseconds, and a timer per step would cost more than
+		// it saves.
+		if now := time.Now(); now.Sub(rested) >= paceQuantum {
+			rested = now
+			return pacer.Rest(ctx)
+		}
+		return nil
 	}
 }
+
+// paceQuantum is the least work between two rests of a heavy read.
+const paceQuantum = 10 * time.Millisecond
 
 // stopped answers a computation stopped by its request's context: the
 // client left (nobody reads the answer) or the deadline passed. 503, as

@@ -438,8 +438,9 @@ func TestHeavyFlags(t *testing.T) {
 	if err != nil || *c.Heavy != DefaultHeavyLimits {
 		t.Fatalf("defaults: %+v %v", c.Heavy, err)
 	}
-	c, err = parse("--heavy-reads=3", "--heavy-reads-per-caller=1", "--heavy-read-eta-work=10", "--heavy-read-whatif-steps=7", "--heavy-read-queue-wait=1s")
-	if want := (HeavyLimits{Global: 3, PerCaller: 1, ETAWork: 10, WhatIfSteps: 7, QueueWait: time.Second}); err != nil || *c.Heavy != want {
+	c, err = parse("--heavy-reads=3", "--heavy-reads-per-caller=1", "--heavy-read-eta-work=10", "--heavy-read-whatif-steps=7", "--heavy-read-queue-wait=1s",
+		"--heavy-read-cpu-share=0.25")
+	if want := (HeavyLimits{Global: 3, PerCaller: 1, ETAWork: 10, WhatIfSteps: 7, QueueWait: time.Second, CPUShare: 0.25}); err != nil || *c.Heavy != want {
 		t.Fatalf("set: %+v %v, want %+v", c.Heavy, err, want)
 	}
 	for _, bad := range []string{"--heavy-reads=-1", "--heavy-reads-per-caller=0", "--heavy-read-eta-work=x"} {
