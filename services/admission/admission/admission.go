@@ -779,8 +779,15 @@ func (s *Service) decide(ctx context.Context) error {
 		}
 		sent = append(sent, inflight{d: d, ev: ev, f: f})
 	}
+	// The acks are awaited as long as a synchronous publish would: an
+	// asynchronous one has no deadline of its own, and one stored by a
+	// stream leader that died before answering is never answered. The
+	// leader would wait on it for good while its lease, renewed in the
+	// background, kept the standby out.
+	actx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
 	for _, p := range sent {
-		seq, _, err := bus.Result(ctx, p.ev, p.f)
+		seq, _, err := bus.Result(actx, p.ev, p.f)
 		rest := mentions(later, p.ev.Subject) || mentions(s.held, p.ev.Subject)
 		if preemption != nil {
 			rest = rest || mentions([]decision{*preemption}, p.ev.Subject)
@@ -954,6 +961,13 @@ func (s *Service) published(ctx context.Context, d decision, ev events.Event, se
 			return fmt.Errorf("%w: eviction of %s refused", errResync, d.Key)
 		}
 		return nil
+	}
+	if err != nil && bus.Transient(err) {
+		// Stored or not, no one can say (a leader gone, an answer lost):
+		// the engine may be ahead of the log. Replayed in place, under the
+		// lease, as any contradiction is; its id dedupes a decision made
+		// again.
+		return fmt.Errorf("%w: %w", errResync, err)
 	}
 	if err != nil {
 		return err

@@ -3,11 +3,17 @@ package admission
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
 )
+
+// ackWait bounds the wait for a batch's acknowledgements (see decide):
+// nats.go's default for a synchronous publish. A publication unanswered
+// after it has an unknown fate, and the loop starts over from the log.
+const ackWait = 5 * time.Second
 
 // requestError is a request of the loop to JetStream that failed before
 // it changed anything, in JetStream or in the engine: reading the log (a

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 
+	"errors"
 	"fmt"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetqueue/jetqueue/libs/bus"
+	"github.com/jetqueue/jetqueue/libs/events"
 	"github.com/jetqueue/jetqueue/libs/metrics"
 )
 
@@ -66,4 +68,27 @@ func retried(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return n
+}
+
+// TestUnansweredPublicationIsReplayedInPlace: a decision whose
+// publication went unanswered (a stream leader gone, the ack's wait over)
+// may or may not be in the log, so the engine may be ahead of it: the
+// loop replays the log under the lease (errResync), as for any
+// contradiction, rather than failing the service, which re-joins the bus
+// and takes the lease again. A failure no retry cures still fails it.
+func TestUnansweredPublicationIsReplayedInPlace(t *testing.T) {
+	s := &Service{log: zap.NewNop(), m: metrics.NewAdmission(nil)}
+	for _, c := range []struct {
+		err    error
+		replay bool
+	}{
+		{fmt.Errorf("publish: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("publish: %w", jetstream.ErrNoStreamResponse), true},
+		{fmt.Errorf("publish: %w", &jetstream.APIError{ErrorCode: 10054, Code: 400}), false},
+	} {
+		err := s.published(context.Background(), decision{}, events.Event{}, 0, c.err, false)
+		if got := errors.Is(err, errResync); got != c.replay {
+			t.Errorf("published(%v) = %v: replayed in place %v, want %v", c.err, err, got, c.replay)
+		}
+	}
 }
