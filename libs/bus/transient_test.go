@@ -164,6 +164,7 @@ func TestTransient(t *testing.T) {
 		"JetStream not enabled for the account (10039, 503)": {apiError(10039, 503), false},
 		"message too large (10077, 503)":                     {apiError(10077, 503), false},
 		"wrong last sequence (10071)":                        {apiError(10071, 400), false},
+		"duplicate message id in process (10158, 409)":       {apiError(10158, 409), true},
 		"postgres unique violation":                          {&pgconn.PgError{Code: "23505"}, false},
 		"a bug":                                              {errors.New("index out of range"), false},
 	}
