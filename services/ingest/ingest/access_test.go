@@ -436,28 +436,7 @@ func TestForbiddenNamesTheObject(t *testing.T) {
 // caller who may read it, and says "another workload" to one who may not.
 func TestCounterfactualsNameOnlyWhatTheCallerMayRead(t *testing.T) {
 	g := newGuarded(t, false, true)
-	config := `apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: rf}
-`
-	for _, ns := range []string{"team-a", "team-b"} {
-		config += `---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-` + ns + `}
-spec:
-  cohort: c
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: rf, resources: [{name: cpu, nominalQuota: "1"}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ` + ns + `}
-spec: {clusterQueue: cq-` + ns + `}
-`
-	}
+	config := teamQueues("c", "1")
 	if code, _, body := g.call(t, "olga-token", "POST", "/v1/apply", config, "Content-Type", "application/yaml"); code != http.StatusOK {
 		t.Fatalf("apply: %d %s", code, body)
 	}
@@ -515,4 +494,35 @@ spec: {clusterQueue: cq-` + ns + `}
 	if code, _, _ := g.call(t, "alice-token", "GET", "/v1/workloads/team-b/wb2/explain?counterfactual=true", ""); code != http.StatusForbidden {
 		t.Errorf("team-a's user explains team-b's workload: %d", code)
 	}
+}
+
+// teamQueues is a ResourceFlavor rf and, for team-a and team-b, a
+// ClusterQueue cq-<ns> of quota cpu (in cohort, if any) and a LocalQueue
+// lq pointing to it: the world of the tests with two tenants.
+func teamQueues(cohort, quota string) string {
+	config := `apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: rf}
+`
+	spec := "spec:\n"
+	if cohort != "" {
+		spec += "  cohort: " + cohort + "\n"
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		config += `---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-` + ns + `}
+` + spec + `  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: rf, resources: [{name: cpu, nominalQuota: "` + quota + `"}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ` + ns + `}
+spec: {clusterQueue: cq-` + ns + `}
+`
+	}
+	return config
 }

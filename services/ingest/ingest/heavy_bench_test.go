@@ -138,27 +138,7 @@ func quantileD(v []time.Duration, q float64) time.Duration {
 func noisyWorld(b *testing.B, backlog int) *benchDoor {
 	b.Helper()
 	g := newBenchDoor(b)
-	config := `apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: rf}
-`
-	for _, ns := range []string{"team-a", "team-b"} {
-		config += `---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-` + ns + `}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: rf, resources: [{name: cpu, nominalQuota: "4"}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ` + ns + `}
-spec: {clusterQueue: cq-` + ns + `}
-`
-	}
+	config := teamQueues("", "4")
 	objs, err := api.Decode([]byte(config))
 	if err != nil {
 		b.Fatal(err)

@@ -37,27 +37,7 @@ func heavyWorld(t *testing.T, lim HeavyLimits) *guarded {
 	g.cfg.Heavy = &lim
 	now := time.Now()
 	g.cfg.Now = func() time.Time { return now }
-	config := `apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: rf}
-`
-	for _, ns := range []string{"team-a", "team-b"} {
-		config += `---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-` + ns + `}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: rf, resources: [{name: cpu, nominalQuota: "1"}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: ` + ns + `}
-spec: {clusterQueue: cq-` + ns + `}
-`
-	}
+	config := teamQueues("", "1")
 	if code, _, body := g.call(t, "olga-token", "POST", "/v1/apply", config, "Content-Type", "application/yaml"); code != http.StatusOK {
 		t.Fatalf("apply: %d %s", code, body)
 	}
